@@ -1,0 +1,82 @@
+/**
+ * The one error model of kitchen-batch. Every error the tool raises on purpose is a
+ * {@link KitchenError} with a stable string `code`; the CLI maps the classes below to exit codes in
+ * one place (`src/cli.ts`). API errors live in `src/api/errors.ts` and extend the same base.
+ */
+
+/** Base class: a stable machine-readable `code`, a message in words, and an optional `cause`. */
+export class KitchenError extends Error {
+  /** Stable, machine-readable code (snake_case). */
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** Bad flags, options out of range, missing configuration: exit 2, nothing submitted. */
+export class UsageError extends KitchenError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('usage', message, options);
+  }
+}
+
+/** Where in a file a problem sits (1-based). */
+export interface FilePosition {
+  file: string;
+  line?: number;
+  column?: number;
+}
+
+/** Formats `file:line:column` with whatever parts are known. */
+export function formatPosition(pos: FilePosition): string {
+  let s = pos.file;
+  if (pos.line !== undefined) s += `:${pos.line}`;
+  if (pos.line !== undefined && pos.column !== undefined) s += `:${pos.column}`;
+  return s;
+}
+
+/** The manifest cannot be read as a whole (bad quoting, bad JSON, no image column, duplicate ids): exit 2. */
+export class ManifestError extends KitchenError {
+  readonly position: FilePosition;
+
+  constructor(position: FilePosition, message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? 'manifest_error', `${formatPosition(position)}: ${message}`, options);
+    this.position = position;
+  }
+}
+
+/** The run's state cannot be trusted or written (journal corrupt mid-file, lock held, disk full): exit 2. */
+export class StateError extends KitchenError {}
+
+/** The service refused the run (401/403) or stayed unreachable: exit 3, state saved. */
+export class ServiceRefusedError extends KitchenError {}
+
+/** SIGINT/SIGTERM: exit 130, state saved. */
+export class InterruptedError extends KitchenError {
+  constructor(signal: string) {
+    super('interrupted', `interrupted by ${signal}`);
+  }
+}
+
+/** Exit codes of the contract. */
+export const EXIT = {
+  ok: 0,
+  partial: 1,
+  usage: 2,
+  service: 3,
+  interrupted: 130,
+} as const;
+
+/** Maps any thrown value to the contract's exit code. */
+export function exitCodeFor(error: unknown): number {
+  if (error instanceof InterruptedError) return EXIT.interrupted;
+  if (error instanceof ServiceRefusedError) return EXIT.service;
+  if (error instanceof UsageError || error instanceof ManifestError || error instanceof StateError) {
+    return EXIT.usage;
+  }
+  // An unexpected bug: not 1, which means "some items did not succeed".
+  return EXIT.usage;
+}

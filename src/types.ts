@@ -1,0 +1,106 @@
+/**
+ * Domain types shared by the stages. Wire shapes of the service live in `src/api/wire.ts`;
+ * these are what the pipeline and the report talk about.
+ */
+
+/** The service's modules this tool drives. */
+export const MODULES = ['change-style', 'kitchen-configurator'] as const;
+export type ModuleId = (typeof MODULES)[number];
+
+/** Rejection codes of the contract (`status: rejected`). */
+export const REJECT_CODES = [
+  'file_not_found',
+  'unsupported_format',
+  'corrupt_image',
+  'too_large',
+  'unknown_style',
+  'invalid_configuration',
+  'invalid_item',
+] as const;
+export type RejectCode = (typeof REJECT_CODES)[number];
+
+/** Final status of an item in the report. */
+export type ItemStatus = 'succeeded' | 'failed' | 'rejected' | 'incomplete';
+
+/** An error as the report shows it: a stable code and a message in words. */
+export interface ItemError {
+  code: string;
+  message: string;
+}
+
+/** Where an item came from in the manifest. */
+export interface ItemSource {
+  /** The manifest file as given. */
+  file: string;
+  /** 1-based line of the row (CSV: the line its record starts on; JSON array: the item's line). */
+  line: number;
+}
+
+/**
+ * One unit of work: one image with one style (change-style) or one image (kitchen-configurator).
+ * A manifest row expands to one Item per matched image per style.
+ */
+export interface Item {
+  /** File-name safe id, unique in the manifest (contract: `<id>__<style>` or `<id>`). */
+  id: string;
+  /** The image as the report shows it: the path relative to the manifest folder (or absolute as given). */
+  image: string;
+  /** Absolute path of the source image. Empty when the row never named a usable path. */
+  imagePath: string;
+  /** Module id as written; validated unless `rejection` says otherwise. */
+  module: string;
+  style?: string;
+  prompt?: string;
+  configuration?: Record<string, unknown>;
+  source: ItemSource;
+  /** Set when validation already refused this item; it is reported as `rejected` and never submitted. */
+  rejection?: { code: RejectCode; message: string };
+}
+
+/** One row of report.json's `items` (contract). */
+export interface ReportItem {
+  id: string;
+  image: string;
+  module: string;
+  style: string | null;
+  status: ItemStatus;
+  job_id: string | null;
+  output: string | null;
+  sha256: string | null;
+  processing_time_ms: number | null;
+  submissions: number;
+  error: ItemError | null;
+}
+
+/** report.json `run.totals` (contract). */
+export interface ReportTotals {
+  items: number;
+  succeeded: number;
+  failed: number;
+  rejected: number;
+  incomplete: number;
+  possible_duplicates: number;
+}
+
+/** Counters of a run beyond the contract's fields; shown by the HTML report and the summary. */
+export interface RunStats {
+  duration_ms: number;
+  requests: number;
+  retries: number;
+  rate_limited: number;
+  processing_time_p50_ms: number | null;
+  processing_time_p95_ms: number | null;
+}
+
+/** report.json (contract), with the extra `stats` object. */
+export interface Report {
+  run: {
+    manifest: string;
+    base_url: string;
+    started_at: string;
+    finished_at: string;
+    totals: ReportTotals;
+    stats?: RunStats;
+  };
+  items: ReportItem[];
+}
