@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import type { CommandDeps } from './commands/common.js';
+import { planCommand } from './commands/plan.js';
+import { reportCommand } from './commands/report.js';
+import { runCommand } from './commands/run.js';
+import { sandboxCommand, sandboxHelp } from './commands/sandbox.js';
+import { stylesCommand } from './commands/styles.js';
+import { EXIT, exitCodeFor, InterruptedError, KitchenError } from './errors.js';
+
+const HELP = `kitchen-batch: run a manifest of kitchen photos through the kitchen-image generation service.
+
+Usage:
+  kitchen-batch run <manifest> [options]     plan, preflight, submit, poll, download, report (resumes)
+  kitchen-batch plan <manifest> [options]    everything up to submission; submits nothing
+  kitchen-batch report <out-dir>             rebuild report.json/csv/html from the run's journal
+  kitchen-batch styles                       print the valid style keys
+  kitchen-batch sandbox [--port N] [knobs]   run the built-in service emulator in the foreground
+
+Options of run (and plan where they apply):
+  --out DIR               output folder (default output/<manifest name>)
+  --concurrency N         jobs in flight (default 8)
+  --retry-failed          resubmit items whose job failed in an earlier run
+  --retry-ambiguous       resend submissions whose outcome is unknown (possible duplicate charge)
+  --job-timeout SECONDS   a job not ended by then is incomplete/job_timeout (default 1800)
+  --max-submissions N     submit at most N new jobs in this run (cost guard)
+  --shard K/N             run only part K of N (1-based) of the items
+  --strip-metadata        strip EXIF/GPS also from images sent unchanged
+  --max-side PX           longest side of an uploaded image (default 4096)
+  --verify                hash every finished result on resume (default: size and mtime)
+  --log-level LEVEL       run.log level: fatal|error|warn|info|debug|trace|silent (default info)
+  --no-progress           no progress display on stderr
+  --json                  print the final summary as one JSON object on stdout
+  --sandbox               start the built-in emulator and use it (no key or URL needed)
+  --base-url URL          service root (or KITCHEN_API_BASE_URL)
+  --api-key-file FILE     read the API key from FILE (or KITCHEN_API_KEY)
+
+Exit codes: 0 all succeeded, 1 some failed/rejected/incomplete, 2 usage/manifest/state error,
+3 service refused (401/403) or unreachable, 130 interrupted (a rerun resumes).
+`;
+
+const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<number>> = {
+  run: runCommand,
+  plan: planCommand,
+  report: reportCommand,
+  styles: stylesCommand,
+  sandbox: sandboxCommand,
+};
+
+/** Runs the CLI; the one place errors become exit codes. */
+export async function main(argv: string[], deps: CommandDeps): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === '--help' || command === '-h' || command === 'help') {
+    deps.stdout.write(HELP);
+    if (command === undefined) return EXIT.usage;
+    return EXIT.ok;
+  }
+  if (command === '--version' || command === '-v') {
+    deps.stdout.write(`${version()}\n`);
+    return EXIT.ok;
+  }
+  const handler = COMMANDS[command];
+  if (!handler) {
+    deps.stderr.write(`kitchen-batch: unknown command "${command}"\n\n${HELP}`);
+    return EXIT.usage;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    deps.stdout.write(
+      command === 'sandbox' ? `Usage: kitchen-batch sandbox [options]\n${sandboxHelp()}\n` : HELP,
+    );
+    return EXIT.ok;
+  }
+  try {
+    return await handler(rest, deps);
+  } catch (error) {
+    const code = exitCodeFor(error);
+    if (error instanceof InterruptedError) {
+      deps.stderr.write('kitchen-batch: interrupted; state is saved, rerun the same command to resume\n');
+    } else if (error instanceof KitchenError) {
+      deps.stderr.write(`kitchen-batch: ${error.message}\n`);
+    } else if (isParseArgsError(error)) {
+      deps.stderr.write(`kitchen-batch: ${(error as Error).message}\n(see kitchen-batch --help)\n`);
+      return EXIT.usage;
+    } else {
+      deps.stderr.write(`kitchen-batch: unexpected error: ${(error as Error)?.stack ?? String(error)}\n`);
+    }
+    return code;
+  }
+}
+
+function isParseArgsError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS');
+}
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
+    return pkg.version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Wires process signals: the first asks for a clean stop, the second aborts in-flight requests and exits. */
+function signals(): { signal: AbortSignal; hardSignal: AbortSignal } {
+  const soft = new AbortController();
+  const hard = new AbortController();
+  let count = 0;
+  const onSignal = (name: NodeJS.Signals) => {
+    count++;
+    if (count === 1) {
+      process.stderr.write(
+        `\nkitchen-batch: ${name}: finishing in-flight requests and saving state (again to quit at once)\n`,
+      );
+      soft.abort(new InterruptedError(name));
+    } else {
+      hard.abort(new InterruptedError(name));
+      process.exit(EXIT.interrupted);
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return { signal: soft.signal, hardSignal: hard.signal };
+}
+
+const isMain =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop()!);
+if (isMain) {
+  const { signal, hardSignal } = signals();
+  const code = await main(process.argv.slice(2), {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    cwd: process.cwd(),
+    signal,
+    hardSignal,
+  });
+  process.exitCode = code;
+  // Give stdout a chance to drain, then leave even if a stray handle lingers.
+  setTimeout(() => process.exit(code), 200).unref();
+}

@@ -1,0 +1,64 @@
+import { randomBytes } from 'node:crypto';
+import type { ParseArgsConfig } from 'node:util';
+import { serviceConfig } from '../config.js';
+import { UsageError } from '../errors.js';
+import { startSandbox } from '../sandbox/index.js';
+
+/** What every command gets instead of reaching for globals (tests pass their own). */
+export interface CommandDeps {
+  stdout: { write(text: string): unknown; isTTY?: boolean };
+  stderr: { write(text: string): unknown; isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Soft stop (first SIGINT/SIGTERM). */
+  signal?: AbortSignal;
+  /** Hard stop (second signal). */
+  hardSignal?: AbortSignal;
+}
+
+/** Flags every service-facing command shares. */
+export const SERVICE_FLAGS = {
+  'base-url': { type: 'string' },
+  'api-key-file': { type: 'string' },
+  sandbox: { type: 'boolean' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+/** A service to talk to: the configured one, or the built-in sandbox started for this command. */
+export interface ServiceTarget {
+  baseUrl: string;
+  apiKey: string;
+  sandbox: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * Resolves the service from `--sandbox`, flags and environment. With `--sandbox` the emulator starts
+ * on a free loopback port with a random key for this process only.
+ */
+export async function serviceTarget(
+  values: {
+    'base-url'?: string | undefined;
+    'api-key-file'?: string | undefined;
+    sandbox?: boolean | undefined;
+  },
+  deps: CommandDeps,
+  required: boolean,
+): Promise<ServiceTarget | null> {
+  if (values.sandbox) {
+    if (values['base-url']) throw new UsageError('--sandbox and --base-url exclude each other');
+    const apiKey = `sandbox_${randomBytes(12).toString('hex')}`;
+    const sandbox = await startSandbox({ apiKey, processingMs: 1500, jitterMs: 500 });
+    return { baseUrl: sandbox.url, apiKey, sandbox: true, close: () => sandbox.close() };
+  }
+  const config = serviceConfig(values, deps.env);
+  for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
+  if (!config.baseUrl || !config.apiKey) {
+    if (!required) return null;
+    throw new UsageError(
+      !config.baseUrl
+        ? 'no service URL: set KITCHEN_API_BASE_URL or pass --base-url (or try --sandbox)'
+        : 'no API key: set KITCHEN_API_KEY or pass --api-key-file (or try --sandbox)',
+    );
+  }
+  return { baseUrl: config.baseUrl, apiKey: config.apiKey, sandbox: false, close: async () => {} };
+}

@@ -1,0 +1,251 @@
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { KitchenClient } from '../api/client.js';
+import { ApiError } from '../api/errors.js';
+import { intFlag, shardFlag } from '../config.js';
+import { ServiceRefusedError, UsageError } from '../errors.js';
+import { checkStyle, readManifest } from '../manifest/index.js';
+import { type Decision, decide } from '../pipeline/plan.js';
+import { createPreflighter, describePreflight } from '../pipeline/preflight.js';
+import { inShard } from '../pipeline/shard.js';
+import { readJournal } from '../state/journal.js';
+import { foldJournal } from '../state/state.js';
+import type { Item } from '../types.js';
+import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
+
+/** Flags of `plan`. */
+export const PLAN_FLAGS = {
+  ...SERVICE_FLAGS,
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  shard: { type: 'string' },
+  'retry-failed': { type: 'boolean' },
+  'max-submissions': { type: 'string' },
+  'strip-metadata': { type: 'boolean' },
+  'max-side': { type: 'string' },
+} as const;
+
+/** One row of the plan. */
+export interface PlanRow {
+  id: string;
+  image: string;
+  module: string;
+  style: string | null;
+  /** What a run would do: submit, skip (done or failed earlier), poll, download, reject. */
+  action: 'submit' | 'resubmit' | 'skip' | 'poll' | 'download' | 'reject' | 'over_limit';
+  preflight: string | null;
+  error: { code: string; message: string } | null;
+  line: number;
+}
+
+/**
+ * `kitchen-batch plan <manifest>`: everything up to submission, nothing submitted. Exit 0 when every
+ * item can go (or is done), 1 when some are rejected, 2 when the manifest is unreadable.
+ */
+export async function planCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: PLAN_FLAGS,
+    allowPositionals: true,
+    strict: true,
+  });
+  const manifestPath = positionals[0];
+  if (!manifestPath || positionals.length > 1)
+    throw new UsageError('usage: kitchen-batch plan <manifest> [options]');
+  const shard = shardFlag(values.shard);
+  const maxSubmissions = intFlag('max-submissions', values['max-submissions'], 0);
+  const maxSide = intFlag('max-side', values['max-side'], 64, 16384);
+  const manifest = await readManifest(manifestPath, { cwd: deps.cwd });
+  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
+  const outDir = path.resolve(
+    deps.cwd,
+    values.out ?? path.join('output', path.basename(manifestPath).replace(/\.[^.]+$/, '')),
+  );
+  const styles = await fetchStyleKeys(values, deps);
+  const { records } = await readJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
+  const states = foldJournal(records);
+  const preflighter = createPreflighter({
+    stripMetadata: values['strip-metadata'] ?? false,
+    ...(maxSide !== undefined ? { maxSide } : {}),
+  });
+  const rows: PlanRow[] = [];
+  let submits = 0;
+  try {
+    const items = manifest.items.filter((item) => !shard || inShard(item.id, shard));
+    const decisions = await mapBounded(items, 8, async (raw) => {
+      const item = checkStyle(raw, styles);
+      return [
+        item,
+        await decide(item, {
+          preflighter,
+          state: states.get(item.id),
+          outDir,
+          retryFailed: values['retry-failed'] ?? false,
+          verify: false,
+        }),
+      ] as const;
+    });
+    for (const [item, decision] of decisions) {
+      let row = planRow(item, decision);
+      if (row.action === 'submit' || row.action === 'resubmit') {
+        if (maxSubmissions !== undefined && submits >= maxSubmissions) row = { ...row, action: 'over_limit' };
+        else submits++;
+      }
+      rows.push(row);
+    }
+  } finally {
+    await preflighter.close();
+  }
+  const summary = summarise(rows);
+  if (values.json) {
+    deps.stdout.write(
+      `${JSON.stringify({ manifest: manifestPath, out_dir: outDir, styles_checked: styles !== null, summary, items: rows }, null, 2)}\n`,
+    );
+  } else {
+    deps.stdout.write(renderTable(rows, summary, styles !== null));
+  }
+  return summary.rejected > 0 ? 1 : 0;
+}
+
+async function fetchStyleKeys(
+  values: {
+    'base-url'?: string | undefined;
+    'api-key-file'?: string | undefined;
+    sandbox?: boolean | undefined;
+  },
+  deps: CommandDeps,
+): Promise<ReadonlySet<string> | null> {
+  const service = await serviceTarget(values, deps, false);
+  if (!service) {
+    deps.stderr.write(
+      'note: no service configured (KITCHEN_API_BASE_URL/KITCHEN_API_KEY or --sandbox); styles are not checked\n',
+    );
+    return null;
+  }
+  const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
+  try {
+    const styles = await client.listStyles();
+    if (!styles) {
+      deps.stderr.write(
+        'warning: GET /v1/styles answered in a shape this tool does not understand; styles are not checked\n',
+      );
+      return null;
+    }
+    return new Set(styles.map((s) => s.key));
+  } catch (error) {
+    if (error instanceof ApiError && (error.auth || error.transient)) {
+      throw new ServiceRefusedError(
+        error.auth ? 'unauthorized' : 'unreachable',
+        `cannot list styles: ${error.message}`,
+        { cause: error },
+      );
+    }
+    deps.stderr.write(`warning: cannot list styles (${(error as Error).message}); styles are not checked\n`);
+    return null;
+  } finally {
+    client.close();
+    await service.close();
+  }
+}
+
+function planRow(item: Item, decision: Decision): PlanRow {
+  const base = {
+    id: item.id,
+    image: item.image,
+    module: item.module,
+    style: item.style ?? null,
+    preflight: decision.preflight ? describePreflight(decision.preflight) : null,
+    line: item.source.line,
+  };
+  switch (decision.action) {
+    case 'reject':
+      return { ...base, action: 'reject', error: decision.error };
+    case 'skip':
+      return {
+        ...base,
+        action: 'skip',
+        preflight: base.preflight,
+        error:
+          decision.reason === 'failed'
+            ? { code: 'failed_earlier', message: 'failed in an earlier run; --retry-failed resubmits it' }
+            : null,
+      };
+    case 'submit':
+      return { ...base, action: decision.again ? 'resubmit' : 'submit', error: null };
+    default:
+      return { ...base, action: decision.action, error: null };
+  }
+}
+
+/** Counts of the plan. */
+export function summarise(rows: readonly PlanRow[]) {
+  const count = (...actions: PlanRow['action'][]) => rows.filter((r) => actions.includes(r.action)).length;
+  return {
+    items: rows.length,
+    submit: count('submit', 'resubmit'),
+    resubmit: count('resubmit'),
+    skip_done: rows.filter((r) => r.action === 'skip' && !r.error).length,
+    skip_failed: rows.filter((r) => r.action === 'skip' && r.error).length,
+    poll: count('poll'),
+    download: count('download'),
+    over_limit: count('over_limit'),
+    rejected: count('reject'),
+  };
+}
+
+function renderTable(
+  rows: readonly PlanRow[],
+  summary: ReturnType<typeof summarise>,
+  stylesChecked: boolean,
+): string {
+  const header = ['ID', 'IMAGE', 'MODULE', 'STYLE', 'ACTION', 'PREFLIGHT / PROBLEM'];
+  const body = rows.map((r) => [
+    r.id,
+    r.image,
+    r.module,
+    r.style ?? '-',
+    r.action,
+    r.error
+      ? `${r.error.code}: ${r.error.message}`
+      : (r.preflight ?? (r.action === 'skip' ? 'done in an earlier run' : '')),
+  ]);
+  const widths = header.map((h, i) =>
+    Math.min(i === 5 ? 200 : 40, Math.max(h.length, ...body.map((row) => row[i]!.length))),
+  );
+  const fmt = (cells: string[]) =>
+    cells
+      .map((c, i) =>
+        i === cells.length - 1
+          ? c
+          : c.length > widths[i]!
+            ? `${c.slice(0, widths[i]! - 1)}…`
+            : c.padEnd(widths[i]!),
+      )
+      .join('  ');
+  const lines = [fmt(header), ...body.map(fmt), ''];
+  lines.push(
+    `${summary.items} items: ${summary.submit} to submit (${summary.resubmit} again), ${summary.poll} to poll, ` +
+      `${summary.download} to download, ${summary.skip_done} done earlier, ${summary.skip_failed} failed earlier, ` +
+      `${summary.rejected} rejected${summary.over_limit ? `, ${summary.over_limit} over --max-submissions` : ''}`,
+  );
+  if (!stylesChecked) lines.push('styles were not checked against the service');
+  return `${lines.join('\n')}\n`;
+}
+
+/** Maps with at most `limit` promises at once, keeping order. */
+async function mapBounded<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

@@ -1,0 +1,116 @@
+import { parseArgs } from 'node:util';
+import { intFlag, logLevelFlag, secondsFlag, shardFlag } from '../config.js';
+import { UsageError } from '../errors.js';
+import { runBatch } from '../pipeline/run.js';
+import type { Report } from '../types.js';
+import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
+import { ProgressPrinter } from './progress.js';
+
+/** Flags of `run`. */
+export const RUN_FLAGS = {
+  ...SERVICE_FLAGS,
+  out: { type: 'string' },
+  concurrency: { type: 'string' },
+  'retry-failed': { type: 'boolean' },
+  'retry-ambiguous': { type: 'boolean' },
+  'job-timeout': { type: 'string' },
+  'log-level': { type: 'string' },
+  'no-progress': { type: 'boolean' },
+  json: { type: 'boolean' },
+  shard: { type: 'string' },
+  'max-submissions': { type: 'string' },
+  'strip-metadata': { type: 'boolean' },
+  'max-side': { type: 'string' },
+  verify: { type: 'boolean' },
+} as const;
+
+/** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
+export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: RUN_FLAGS,
+    allowPositionals: true,
+    strict: true,
+  });
+  const manifest = positionals[0];
+  if (!manifest || positionals.length > 1)
+    throw new UsageError('usage: kitchen-batch run <manifest> [options]');
+  // Every flag is checked before any file or network is touched.
+  const concurrency = intFlag('concurrency', values.concurrency, 1, 1000);
+  const maxSubmissions = intFlag('max-submissions', values['max-submissions'], 0);
+  const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
+  const shard = shardFlag(values.shard);
+  const maxSide = intFlag('max-side', values['max-side'], 64, 16384);
+  const logLevel = logLevelFlag(values['log-level']);
+  const service = (await serviceTarget(values, deps, true))!;
+  const progress = new ProgressPrinter({
+    stream: deps.stderr,
+    mode: values['no-progress'] ? 'off' : deps.stderr.isTTY ? 'tty' : 'plain',
+  });
+  try {
+    const result = await runBatch({
+      manifest,
+      cwd: deps.cwd,
+      baseUrl: service.baseUrl,
+      apiKey: service.apiKey,
+      ...(values.out !== undefined ? { out: values.out } : {}),
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      ...(maxSubmissions !== undefined ? { maxSubmissions } : {}),
+      ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
+      ...(shard ? { shard } : {}),
+      ...(maxSide !== undefined ? { maxSide } : {}),
+      ...(logLevel !== undefined ? { logLevel } : {}),
+      retryFailed: values['retry-failed'] ?? false,
+      retryAmbiguous: values['retry-ambiguous'] ?? false,
+      stripMetadata: values['strip-metadata'] ?? false,
+      verify: values.verify ?? false,
+      ...(deps.signal ? { signal: deps.signal } : {}),
+      ...(deps.hardSignal ? { hardSignal: deps.hardSignal } : {}),
+      onEvent: progress.handle,
+    });
+    progress.finish();
+    deps.stdout.write(
+      summary(result.report, result.outDir, result.exitCode, values.json ?? false, service.sandbox),
+    );
+    return result.exitCode;
+  } finally {
+    progress.finish();
+    await service.close();
+  }
+}
+
+/** The end-of-run summary on stdout: human lines, or one JSON object with --json. */
+export function summary(
+  report: Report,
+  outDir: string,
+  exitCode: number,
+  json: boolean,
+  sandbox: boolean,
+): string {
+  const t = report.run.totals;
+  if (json) {
+    return `${JSON.stringify({
+      exit_code: exitCode,
+      out_dir: outDir,
+      report: `${outDir}/report.json`,
+      totals: t,
+      stats: report.run.stats ?? null,
+      started_at: report.run.started_at,
+      finished_at: report.run.finished_at,
+    })}\n`;
+  }
+  const seconds = ((report.run.stats?.duration_ms ?? 0) / 1000).toFixed(1);
+  const lines = [
+    `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete` +
+      `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charges` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
+  ];
+  const problems = report.items.filter((i) => i.status !== 'succeeded').slice(0, 10);
+  for (const item of problems)
+    lines.push(
+      `  ${item.status.padEnd(10)} ${item.id}: ${item.error?.code ?? ''} ${item.error?.message ?? ''}`,
+    );
+  const more = report.items.filter((i) => i.status !== 'succeeded').length - problems.length;
+  if (more > 0) lines.push(`  … and ${more} more (see report.csv)`);
+  lines.push(`results: ${outDir}/results/`, `report:  ${outDir}/report.html`);
+  return `${lines.join('\n')}\n`;
+}

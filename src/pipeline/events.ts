@@ -1,0 +1,38 @@
+import type { ItemStatus } from '../types.js';
+
+/** Counts by where items stand, for progress displays. */
+export interface ProgressCounts {
+  total: number;
+  /** Waiting for preflight or a job slot. */
+  pending: number;
+  /** Submitted, not yet ended. */
+  running: number;
+  /** Ended at the service, result being fetched. */
+  downloading: number;
+  succeeded: number;
+  failed: number;
+  rejected: number;
+  incomplete: number;
+  /** Items skipped because an earlier run finished them. */
+  skipped: number;
+  requests: number;
+  rateLimited: number;
+  retries: number;
+  /** Current request rate the governor allows, per second. */
+  rate: number;
+  elapsedMs: number;
+}
+
+/** What a run reports while it goes, to the CLI's progress display or an embedding program. */
+export type RunEvent =
+  | { type: 'start'; outDir: string; items: number; resumed: boolean }
+  | {
+      type: 'item';
+      id: string;
+      status: ItemStatus | 'submitted' | 'skipped';
+      jobId?: string;
+      error?: { code: string; message: string };
+    }
+  | { type: 'progress'; counts: ProgressCounts }
+  | { type: 'warning'; message: string }
+  | { type: 'rate'; rate: number; pauseMs?: number };

@@ -1,0 +1,127 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { ItemState } from '../state/state.js';
+import type { Item, ItemError } from '../types.js';
+import { sha256File } from '../util/fs.js';
+import { fingerprint } from './fingerprint.js';
+import type { Preflighter, PreflightResult } from './preflight.js';
+
+/** A preflight that passed: what gets uploaded. */
+export type Prepared = Extract<PreflightResult, { ok: true }>;
+
+/** The source file's identity as the journal keeps it. */
+export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha256: string } | null;
+
+/** What a run will do with one item, decided from the manifest row, the image and the journal. */
+export type Decision = { fp: string; src: SourceIdentity; preflight: PreflightResult | null } & (
+  | { action: 'reject'; error: ItemError }
+  | { action: 'skip'; reason: 'done' | 'failed' }
+  | { action: 'download' }
+  | { action: 'poll'; jobId: string }
+  | { action: 'submit'; prepared: Prepared; again: boolean }
+);
+
+/** What {@link decide} needs besides the item. */
+export interface DecideDeps {
+  preflighter: Preflighter;
+  /** The journal's state of the item, if any. */
+  state: ItemState | undefined;
+  /** The run's output folder (to check result files). */
+  outDir: string;
+  retryFailed: boolean;
+  /** Hash every finished result instead of trusting an unchanged size and mtime. */
+  verify: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Decides what to do with an item. Shared by `run` and `plan` (which stops here), so the plan shows
+ * exactly what a run would do. Reads files but writes nothing.
+ *
+ * The source image's hash comes from the journal when its size and mtime are unchanged (as git does),
+ * so a rerun of a finished 10,000-item run does not read 10,000 images again.
+ */
+export async function decide(item: Item, deps: DecideDeps): Promise<Decision> {
+  const { state } = deps;
+  if (item.rejection) {
+    return {
+      action: 'reject',
+      fp: fingerprint(item, null),
+      src: null,
+      preflight: null,
+      error: item.rejection,
+    };
+  }
+  const st = await stat(item.imagePath).catch(() => null);
+  let preflight: PreflightResult | null = null;
+  let sha: string | null = null;
+  const known = state?.src;
+  if (
+    st?.isFile() &&
+    known &&
+    known.path === item.imagePath &&
+    known.size === st.size &&
+    known.mtime_ms === st.mtimeMs
+  ) {
+    sha = known.sha256;
+  } else {
+    preflight = await deps.preflighter.prepare(item.imagePath, deps.signal);
+    sha = preflight.sourceSha256;
+  }
+  const fp = fingerprint(item, sha);
+  const src: SourceIdentity =
+    st?.isFile() && sha ? { path: item.imagePath, size: st.size, mtime_ms: st.mtimeMs, sha256: sha } : null;
+  const base = { fp, src };
+  const current = state && state.fp === fp ? state : undefined;
+  switch (current?.phase) {
+    case 'downloaded':
+      if (await resultIntact(current, deps.outDir, deps.verify))
+        return { ...base, preflight, action: 'skip', reason: 'done' };
+      // The file is gone or damaged: fetch it again from the stored URL (then re-poll), never resubmit first.
+      return current.imageUrl
+        ? { ...base, preflight, action: 'download' }
+        : pollOrSubmit(current, item, base, preflight, deps);
+    case 'succeeded':
+      return { ...base, preflight, action: 'download' };
+    case 'accepted':
+      return { ...base, preflight, action: 'poll', jobId: current.jobId! };
+    case 'failed':
+      if (!deps.retryFailed) return { ...base, preflight, action: 'skip', reason: 'failed' };
+      return submitAfterPreflight(item, base, preflight, deps, true);
+    default:
+      return submitAfterPreflight(item, base, preflight, deps, (current?.submissions ?? 0) > 0);
+  }
+}
+
+async function pollOrSubmit(
+  current: ItemState,
+  item: Item,
+  base: { fp: string; src: SourceIdentity },
+  preflight: PreflightResult | null,
+  deps: DecideDeps,
+): Promise<Decision> {
+  if (current.jobId) return { ...base, preflight, action: 'poll', jobId: current.jobId };
+  return submitAfterPreflight(item, base, preflight, deps, true);
+}
+
+async function submitAfterPreflight(
+  item: Item,
+  base: { fp: string; src: SourceIdentity },
+  known: PreflightResult | null,
+  deps: DecideDeps,
+  again: boolean,
+): Promise<Decision> {
+  const preflight = known ?? (await deps.preflighter.prepare(item.imagePath, deps.signal));
+  if (!preflight.ok) return { ...base, preflight, action: 'reject', error: preflight.error };
+  return { ...base, preflight, action: 'submit', prepared: preflight, again };
+}
+
+/** A finished result is intact when its size and mtime are as recorded (or, with `verify`, its sha256). */
+export async function resultIntact(state: ItemState, outDir: string, verify: boolean): Promise<boolean> {
+  if (!state.output || !state.sha256) return false;
+  const file = path.join(outDir, state.output);
+  const st = await stat(file).catch(() => null);
+  if (!st?.isFile() || st.size !== state.bytes) return false;
+  if (!verify && st.mtimeMs === state.mtimeMs) return true;
+  return (await sha256File(file).catch(() => null)) === state.sha256;
+}

@@ -1,0 +1,28 @@
+/**
+ * "How to fix" hints shown under an item's error, keyed by error code. Codes a rerun resolves say
+ * so; `status:<status>` keys are the fallback for codes not listed (e.g. a service's own codes).
+ */
+export const ERROR_HINTS: Readonly<Record<string, string>> = {
+  // Rejections (contract): the manifest row or the image must change before a rerun helps.
+  file_not_found:
+    "Check the image path in the manifest: relative paths start at the manifest's folder, and globs must match at least one file.",
+  unsupported_format: 'Convert the image to JPEG, PNG or WebP, then rerun.',
+  corrupt_image: 'The file could not be decoded. Re-export or replace the image, then rerun.',
+  too_large: "Resize or recompress the image to within the service's size limits, then rerun.",
+  unknown_style: 'Use a style key listed by "kitchen-batch styles" (separate several with | in CSV).',
+  invalid_configuration:
+    'Give kitchen-configurator a configuration that is a JSON object the service accepts (in CSV: a JSON string).',
+  invalid_item: 'Fix the manifest row: check the module name, the style and the fields that module needs.',
+  // Incomplete: nothing to fix by hand; the rerun picks the item up.
+  submit_unknown:
+    'The service may or may not have accepted this job. Rerun the same command to continue; it submits the item again, and the report then counts it as a possible duplicate.',
+  job_timeout:
+    'Rerun the same command to continue: the accepted job is polled, not submitted again. Raise --job-timeout if jobs often take this long.',
+  download_failed: 'Rerun the same command to continue: the result is downloaded again, not regenerated.',
+  max_submissions:
+    'Rerun the same command to continue (the --max-submissions cost guard stopped this run before this item).',
+  interrupted: 'Rerun the same command to continue where the run stopped.',
+  'status:failed': 'The service ended this job as failed. Rerun with --retry-failed to submit it again.',
+  'status:incomplete': 'Rerun the same command to continue.',
+  'status:rejected': 'Fix the manifest row or the image, then rerun.',
+};

@@ -1,0 +1,208 @@
+/**
+ * Result images of the sandbox: real, visibly styled and deterministic per (input, module, style),
+ * so end-to-end tests can decode what they downloaded and tell two styles apart.
+ */
+import sharp, { type OverlayOptions } from 'sharp';
+
+/** Image formats the service accepts, detected by content. */
+export type AcceptedFormat = 'jpeg' | 'png' | 'webp';
+
+/** A rendered result held in memory. */
+export interface RenderedImage {
+  data: Buffer;
+  ext: 'jpg' | 'png';
+  contentType: 'image/jpeg' | 'image/png';
+}
+
+/** Longest side of a result; the service answers with web-sized images. */
+const MAX_SIDE = 1024;
+
+/**
+ * Detects JPEG, PNG or WebP by magic bytes. The extension and the part's Content-Type are
+ * deliberately ignored: the spec's limit is on what the image is, not what it is called.
+ */
+export function sniffImage(bytes: Uint8Array): AcceptedFormat | null {
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
+  const png = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+  if (bytes.length >= 8 && png.every((b, i) => bytes[i] === b)) return 'png';
+  const ascii = (from: number, to: number) => Buffer.from(bytes.subarray(from, to)).toString('latin1');
+  if (bytes.length >= 12 && ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WEBP') return 'webp';
+  return null;
+}
+
+type Matrix = [[number, number, number], [number, number, number], [number, number, number]];
+
+/** How one look is made; each style differs in several dimensions so results are clearly apart. */
+interface Look {
+  brightness: number;
+  saturation: number;
+  hue: number;
+  /** Contrast slope and offset (`linear(a, b)`). */
+  contrast: [number, number];
+  /** Colour cast. */
+  recomb: Matrix;
+  sharpen?: number;
+  vignette?: boolean;
+}
+
+const IDENTITY: Matrix = [
+  [1, 0, 0],
+  [0, 1, 0],
+  [0, 0, 1],
+];
+
+const LOOKS: Record<string, Look> = {
+  // Airy and pale: lifted shadows, washed-out colour.
+  scandinavian: { brightness: 1.15, saturation: 0.55, hue: 0, contrast: [0.85, 34], recomb: IDENTITY },
+  // Steel grey, hard contrast.
+  industrial: {
+    brightness: 0.95,
+    saturation: 0.15,
+    hue: 0,
+    contrast: [1.4, -45],
+    recomb: [
+      [0.9, 0.05, 0.05],
+      [0.05, 0.9, 0.1],
+      [0.05, 0.1, 1.0],
+    ],
+  },
+  // Warm beige, muted.
+  japandi: {
+    brightness: 1.05,
+    saturation: 0.6,
+    hue: 0,
+    contrast: [0.95, 10],
+    recomb: [
+      [1.05, 0.1, 0],
+      [0.05, 0.95, 0.05],
+      [0, 0.1, 0.8],
+    ],
+  },
+  // Sepia-leaning vintage warmth.
+  farmhouse: {
+    brightness: 1.0,
+    saturation: 0.9,
+    hue: 0,
+    contrast: [1.05, 0],
+    recomb: [
+      [0.6, 0.45, 0.1],
+      [0.3, 0.6, 0.1],
+      [0.2, 0.3, 0.4],
+    ],
+  },
+  // Punchy and cool.
+  modern: {
+    brightness: 1.0,
+    saturation: 1.5,
+    hue: 200,
+    contrast: [1.25, -25],
+    recomb: IDENTITY,
+  },
+  // Sea-blue cast.
+  coastal: {
+    brightness: 1.08,
+    saturation: 1.1,
+    hue: 0,
+    contrast: [1.0, 8],
+    recomb: [
+      [0.75, 0.05, 0.05],
+      [0.05, 0.95, 0.15],
+      [0.1, 0.2, 1.15],
+    ],
+  },
+  // Terracotta warmth.
+  mediterranean: {
+    brightness: 1.02,
+    saturation: 1.25,
+    hue: 15,
+    contrast: [1.1, -5],
+    recomb: [
+      [1.15, 0.1, 0],
+      [0.05, 0.9, 0],
+      [0, 0.05, 0.7],
+    ],
+  },
+  // Near-white and flat.
+  minimalist: { brightness: 1.3, saturation: 0.25, hue: 0, contrast: [0.7, 60], recomb: IDENTITY },
+};
+
+/** The configurator's "photoreal pass": sharper, warmer, richer, with a vignette. */
+const PHOTOREAL: Look = {
+  brightness: 1.03,
+  saturation: 1.3,
+  hue: 0,
+  contrast: [1.1, -8],
+  recomb: [
+    [1.08, 0.02, 0],
+    [0, 1.0, 0],
+    [0, 0, 0.9],
+  ],
+  sharpen: 1.4,
+  vignette: true,
+};
+
+function escapeXml(text: string): string {
+  return text.replace(/[<>&"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** The small corner mark, so nobody mistakes a sandbox result for a real one. */
+function markSvg(label: string, width: number, height: number): Buffer {
+  const w = Math.min(width, 230);
+  const h = Math.min(height, 26);
+  return Buffer.from(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}">` +
+      `<rect width="${w}" height="${h}" rx="4" fill="#000" fill-opacity="0.55"/>` +
+      `<text x="8" y="${Math.round(h * 0.7)}" font-family="sans-serif" font-size="14" fill="#fff">` +
+      `${escapeXml(label)}</text></svg>`,
+  );
+}
+
+function vignetteSvg(width: number, height: number): Buffer {
+  return Buffer.from(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">` +
+      '<defs><radialGradient id="v" cx="50%" cy="50%" r="72%">' +
+      '<stop offset="55%" stop-color="#000" stop-opacity="0"/>' +
+      '<stop offset="100%" stop-color="#000" stop-opacity="0.6"/>' +
+      '</radialGradient></defs>' +
+      `<rect width="${width}" height="${height}" fill="url(#v)"/></svg>`,
+  );
+}
+
+/**
+ * Renders the result for one job. Throws when sharp cannot decode the input (a file that passed
+ * the magic-byte check but is corrupt); the caller turns that into a failed job, as a real
+ * service would.
+ */
+export async function renderResult(
+  input: Uint8Array,
+  module: 'change-style' | 'kitchen-configurator',
+  style: string | null,
+): Promise<RenderedImage> {
+  const look = module === 'kitchen-configurator' ? PHOTOREAL : (LOOKS[style ?? ''] ?? PHOTOREAL);
+  const base = await sharp(input)
+    .rotate()
+    .resize({ width: MAX_SIDE, height: MAX_SIDE, fit: 'inside', withoutEnlargement: true })
+    .raw()
+    .toBuffer({ resolveWithObject: true });
+  const { width, height, channels } = base.info;
+  const hasAlpha = channels === 4 || channels === 2;
+  const overlays: OverlayOptions[] = [];
+  if (look.vignette) overlays.push({ input: vignetteSvg(width, height), top: 0, left: 0 });
+  const label = `sandbox · ${module === 'kitchen-configurator' ? 'photoreal' : (style ?? '')}`;
+  overlays.push({ input: markSvg(label, width, height), gravity: 'southeast' });
+
+  let pipeline = sharp(base.data, { raw: { width, height, channels } })
+    .modulate({ brightness: look.brightness, saturation: look.saturation, hue: look.hue })
+    .linear(look.contrast[0], look.contrast[1])
+    .recomb(look.recomb)
+    .composite(overlays);
+  if (look.sharpen) pipeline = pipeline.sharpen({ sigma: look.sharpen });
+  if (hasAlpha) {
+    return { data: await pipeline.png().toBuffer(), ext: 'png', contentType: 'image/png' };
+  }
+  return {
+    data: await pipeline.jpeg({ quality: 85, mozjpeg: false }).toBuffer(),
+    ext: 'jpg',
+    contentType: 'image/jpeg',
+  };
+}

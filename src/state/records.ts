@@ -1,0 +1,60 @@
+import type { ItemError } from '../types.js';
+
+/**
+ * Records of `journal.jsonl`, one JSON object per line, append-only. Every record about an item
+ * carries the item's fingerprint `fp`: records of an older fingerprint (the row or the image changed)
+ * no longer apply to it.
+ */
+export type JournalRecord =
+  /** A run started (or resumed) on this folder. */
+  | { t: 'run'; at: string; v: 1; manifest: string; base_url: string; pid: number }
+  /** The run's items in manifest order (after sharding): what `report` rebuilds. */
+  | { t: 'plan'; ids: string[]; manifest_dir: string }
+  /** An item as planned: written when it is first seen or its fingerprint changed. */
+  | {
+      t: 'item';
+      id: string;
+      fp: string;
+      image: string;
+      module: string;
+      style: string | null;
+      /** Source file identity, so a rerun can trust the hash without reading the file again. */
+      src: { path: string; size: number; mtime_ms: number; sha256: string } | null;
+    }
+  /** Validation or preflight refused the item. */
+  | { t: 'rejected'; id: string; fp: string; error: ItemError }
+  /** About to POST: written and fsynced before the request leaves. */
+  | { t: 'submitting'; id: string; fp: string; at: string }
+  /** The POST certainly created no job (429, 503, connection refused): the submission does not count. */
+  | { t: 'not_created'; id: string; fp: string; error: ItemError }
+  /** The service refused the job outright (400/413/415/422): the item failed, nothing was created. */
+  | { t: 'refused'; id: string; fp: string; error: ItemError }
+  /** 202 arrived: the job id, fsynced at once. */
+  | { t: 'accepted'; id: string; fp: string; job_id: string; at: string }
+  /** The job reached a terminal state at the service. */
+  | {
+      t: 'ended';
+      id: string;
+      fp: string;
+      job_id: string;
+      status: 'succeeded' | 'failed';
+      image_url: string | null;
+      processing_time_ms: number | null;
+      error: ItemError | null;
+    }
+  /** The result is on disk, whole, under `output`. */
+  | {
+      t: 'downloaded';
+      id: string;
+      fp: string;
+      job_id: string;
+      output: string;
+      sha256: string;
+      bytes: number;
+      mtime_ms: number;
+    }
+  /** The item did not finish in this run; `error` says why (submit_unknown, job_timeout, …). */
+  | { t: 'incomplete'; id: string; fp: string; error: ItemError };
+
+/** Records that name an item. */
+export type ItemRecord = Exclude<JournalRecord, { t: 'run' } | { t: 'plan' }>;

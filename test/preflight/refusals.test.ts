@@ -1,0 +1,144 @@
+import { mkdir } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createPreflighter,
+  describePreflight,
+  type Preflighter,
+  type PreflightResult,
+} from '../../src/pipeline/preflight.js';
+import { sha256 } from '../../src/util/fs.js';
+import { craftedHeic, photo, pngBomb, type TempDir, tempDir } from './helpers.js';
+
+let tmp: TempDir;
+let pre: Preflighter;
+
+beforeAll(async () => {
+  tmp = await tempDir();
+  pre = createPreflighter({ cacheDir: tmp.file('cache') });
+});
+afterAll(async () => {
+  await pre.close();
+  await tmp.remove();
+});
+
+function refused(result: PreflightResult): Extract<PreflightResult, { ok: false }> {
+  if (result.ok) throw new Error(`expected a refusal, got ${result.action}`);
+  return result;
+}
+
+describe('refusals', () => {
+  it('truncated JPEG → corrupt_image (its header alone parses fine)', async () => {
+    const full = await photo(800, 600).jpeg().toBuffer();
+    const cut = full.subarray(0, Math.floor(full.length * 0.6));
+    const file = await tmp.write('cut.jpg', cut);
+    const result = refused(await pre.prepare(file));
+    expect(result.error.code).toBe('corrupt_image');
+    expect(result.error.message).toContain('cut.jpg');
+    expect(result.error.message).toMatch(/damaged or cut short .*premature end of JPEG/);
+    expect(result.sourceSha256).toBe(sha256(cut));
+  });
+
+  it('truncated PNG → corrupt_image', async () => {
+    const full = await photo(400, 300).png().toBuffer();
+    const result = refused(await pre.prepare(await tmp.write('cut.png', full.subarray(0, full.length >> 1))));
+    expect(result.error.code).toBe('corrupt_image');
+  });
+
+  it('a text file named .jpg → unsupported_format', async () => {
+    const file = await tmp.write('notes.jpg', 'shopping list: eggs, milk\n');
+    const result = refused(await pre.prepare(file));
+    expect(result.error).toEqual({
+      code: 'unsupported_format',
+      message: `${file}: a text file, not an image`,
+    });
+  });
+
+  it('a 0-byte file → unsupported_format', async () => {
+    const file = await tmp.write('empty.png', '');
+    const result = refused(await pre.prepare(file));
+    expect(result.error.code).toBe('unsupported_format');
+    expect(result.error.message).toMatch(/empty\.png: empty file \(0 bytes\)/);
+    expect(result.sourceSha256).toBe(sha256(''));
+  });
+
+  it('random bytes → unsupported_format', async () => {
+    const bytes = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919 + 13) & 0xff));
+    bytes[0] = 0; // make sure it is not sniffed as text
+    const result = refused(await pre.prepare(await tmp.write('junk.webp', bytes)));
+    expect(result.error.code).toBe('unsupported_format');
+  });
+
+  it('a missing file → file_not_found with no hash', async () => {
+    const file = tmp.file('nope.jpg');
+    const result = refused(await pre.prepare(file));
+    expect(result).toEqual({
+      ok: false,
+      sourceSha256: null,
+      error: { code: 'file_not_found', message: `${file}: no such file` },
+    });
+    expect(describePreflight(result)).toBe(`rejected (file_not_found): ${file}: no such file`);
+  });
+
+  it('a folder → file_not_found', async () => {
+    const dir = tmp.file('folder.jpg');
+    await mkdir(dir);
+    expect(refused(await pre.prepare(dir)).error).toEqual({
+      code: 'file_not_found',
+      message: `${dir}: is a folder, not an image file`,
+    });
+  });
+
+  it('a 30000×30000 PNG bomb → too_large, naming its size, without decoding it', async () => {
+    const started = performance.now();
+    const bomb = await pngBomb();
+    expect(bomb.length).toBeLessThan(5_000_000); // 900 megapixels in a few MB
+    const file = await tmp.write('bomb.png', bomb);
+    const result = refused(await pre.prepare(file));
+    expect(result.error.code).toBe('too_large');
+    expect(result.error.message).toBe(
+      `${file}: image is 30000×30000 pixels, over the 268 megapixel safety limit`,
+    );
+    expect(performance.now() - started).toBeLessThan(15_000);
+  });
+
+  it('honours a lower limitInputPixels', async () => {
+    const strict = createPreflighter({ cacheDir: tmp.file('cache'), limitInputPixels: 1_000_000 });
+    const file = await tmp.write('two-mp.jpg', await photo(2000, 1000).jpeg().toBuffer());
+    expect(refused(await strict.prepare(file)).error.message).toBe(
+      `${file}: image is 2000×1000 pixels, over the 1 megapixel safety limit`,
+    );
+  });
+
+  it('a HEIC header this sharp cannot decode → unsupported_format naming HEIC', async () => {
+    const result = refused(await pre.prepare(await tmp.write('IMG_0001.HEIC', craftedHeic())));
+    expect(result.error.code).toBe('unsupported_format');
+    expect(result.error.message).toMatch(
+      /IMG_0001\.HEIC: a HEIF\/HEIC image that this build of sharp cannot decode/,
+    );
+  });
+
+  it('SVG → unsupported_format (not a photo), BMP → unsupported_format', async () => {
+    const svg = await tmp.write(
+      'plan.svg',
+      '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>',
+    );
+    expect(refused(await pre.prepare(svg)).error.message).toMatch(/an SVG drawing, not a photo/);
+    const bmpHeader = Buffer.alloc(64);
+    bmpHeader.write('BM', 0, 'latin1');
+    bmpHeader.writeUInt32LE(40, 14);
+    const bmp = refused(await pre.prepare(await tmp.write('old.bmp', bmpHeader)));
+    expect(bmp.error).toMatchObject({ code: 'unsupported_format' });
+    expect(bmp.error.message).toMatch(/BMP image/);
+  });
+});
+
+describe('options', () => {
+  it.each([
+    [{ maxBytes: 0 }, /maxBytes must be a positive integer, got 0/],
+    [{ maxSide: 1.5 }, /maxSide must be a positive integer, got 1.5/],
+    [{ limitInputPixels: Number.POSITIVE_INFINITY }, /limitInputPixels must be a positive integer/],
+    [{ concurrency: -1 }, /concurrency must be a positive integer, got -1/],
+  ])('refuses %o', (options, message) => {
+    expect(() => createPreflighter(options)).toThrow(message);
+  });
+});
