@@ -1,4 +1,4 @@
-import { monotonicMs } from '../util/time.js';
+import { monotonicMs, sleep } from '../util/time.js';
 
 /** Which requests go first when the budget is tight: polls finish paid work before new jobs start. */
 export type Priority = 'poll' | 'submit';
@@ -79,6 +79,13 @@ export class RateGovernor {
   /** Milliseconds left in a 429 pause (0 when none). */
   get pauseRemainingMs(): number {
     return Math.max(0, this.#pausedUntil - this.#now());
+  }
+
+  /** Waits out a 429 pause without taking a slot (result downloads: not rate limited, but polite). */
+  async waitForPause(signal?: AbortSignal): Promise<void> {
+    for (let left = this.pauseRemainingMs; left > 0; left = this.pauseRemainingMs) {
+      await sleep(left, signal);
+    }
   }
 
   /** Waits for a slot to send one request. Rejects with the signal's reason if it aborts. */

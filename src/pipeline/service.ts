@@ -60,7 +60,8 @@ export class ServiceGate {
   ): Promise<T> {
     const retryable = options.retryable ?? ((error: unknown) => isRetryable(error, kind));
     const gated = async () => {
-      if (kind !== 'download') await this.#governor.acquire(priority, options.signal);
+      if (kind === 'download') await this.#governor.waitForPause(options.signal);
+      else await this.#governor.acquire(priority, options.signal);
       this.stats.requests++;
       try {
         const result = await attempt(options.signal);
