@@ -275,7 +275,7 @@ class Engine {
   async run(items: Item[]): Promise<RunResult> {
     this.#items = items;
     this.#emit({ type: 'start', outDir: this.#outDir, items: items.length, resumed: this.#resumed });
-    await this.#record(
+    await this.#journal.append(
       {
         t: 'run',
         at: this.#startedAt,
@@ -283,9 +283,10 @@ class Engine {
         manifest: this.#options.manifest,
         base_url: this.#client.baseUrl,
         pid: process.pid,
-      } as never,
-      true,
+      },
+      { sync: true },
     );
+    await this.#journal.append({ t: 'plan', ids: items.map((i) => i.id), manifest_dir: this.#manifestDir() });
     this.#logger.info(
       {
         event: 'run_start',
