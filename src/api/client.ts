@@ -224,6 +224,8 @@ export class KitchenClient {
       if (error instanceof ResultTooLargeError) {
         throw protocolError(request, `result is larger than the ${max}-byte cap`);
       }
+      // Our own disk failing (full, read-only) is not the service's fault: no retry can fix it.
+      if (isLocalFsError(error)) throw error;
       throw this.#toApiError(request, error);
     }
     if (status !== 200) {
@@ -280,7 +282,7 @@ export class KitchenClient {
       const timeoutEvent = error instanceof TimeoutError ? error.event : undefined;
       const cause = (error.cause ?? error) as NodeJS.ErrnoException;
       const errno = typeof cause.code === 'string' ? cause.code : error.code;
-      return transportError(request, errno, timeoutEvent, error);
+      return transportError(request, errno, timeoutEvent, redactedCause(error));
     }
     return transportError(request, undefined, undefined, error);
   }
@@ -312,6 +314,30 @@ export class KitchenClient {
       throw error;
     }
   }
+}
+
+/**
+ * got's RequestError holds the request options and the ClientRequest, both with the Authorization
+ * header, so `console.error(apiError)` or a logger walking `cause` would print the key. Keep only
+ * its name, code and message, and its low-level cause (a socket or timer error, no headers).
+ */
+function redactedCause(error: RequestError): Error {
+  const inner = error.cause;
+  const safe: NodeJS.ErrnoException = new Error(
+    error.message,
+    inner instanceof Error && !(inner instanceof RequestError) ? { cause: inner } : undefined,
+  );
+  safe.name = error.name;
+  safe.code = error.code;
+  return safe;
+}
+
+const LOCAL_FS_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE']);
+
+/** An error from writing the local file (it carries a syscall), as opposed to the network. */
+export function isLocalFsError(error: unknown): error is NodeJS.ErrnoException {
+  const e = error as NodeJS.ErrnoException | undefined;
+  return typeof e?.code === 'string' && LOCAL_FS_CODES.has(e.code) && typeof e.syscall === 'string';
 }
 
 class ResultTooLargeError extends Error {

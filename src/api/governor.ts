@@ -115,11 +115,15 @@ export class RateGovernor {
     const now = this.#now();
     const pauseMs = retryAfterMs ?? fallbackMs;
     this.#pausedUntil = Math.max(this.#pausedUntil, now + pauseMs);
+    // The pause is not idle credit: without this the refill at its end counts the whole pause and
+    // releases a burst of `capacity` requests into a service that just said it has room for one.
+    // One request probes when the pause ends; the rest follow at the (lowered) rate.
+    this.#tokens = Math.min(this.#tokens, 1);
+    this.#last = Math.max(this.#last, this.#pausedUntil);
     // Requests sent before the pause began may still come back 429: one decrease per pause.
     if (now - this.#lastDecrease > Math.max(1000, pauseMs)) {
       this.#lastDecrease = now;
       this.#rate = Math.max(this.#min, this.#rate * this.#decrease);
-      this.#tokens = 0;
       this.#lastReportedRate = this.#rate;
       this.#onChange?.({
         type: 'decrease',
@@ -192,7 +196,7 @@ export class RateGovernor {
         this.#timer = undefined;
         this.#pump();
       },
-      Math.max(1, Math.ceil(ms)),
+      Math.min(2_147_483_647, Math.max(1, Math.ceil(ms))),
     );
   }
 }

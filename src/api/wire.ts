@@ -129,7 +129,8 @@ export function parseStyles(body: unknown): Style[] | null {
     const name = entry.name ?? entry.display_name ?? entry.title ?? entry.label;
     styles.push({ key: entry[keyField] as string, name: typeof name === 'string' ? name : null });
   }
-  return styles;
+  // An empty list would reject every item as unknown_style: treat it as "not understood".
+  return styles.length > 0 ? styles : null;
 }
 
 /** Parses an HTTP error body `{ error: { code, message } }` if it has that shape. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import sharp from 'sharp';
-import { KitchenClient } from '../api/client.js';
+import { isLocalFsError, KitchenClient } from '../api/client.js';
 import { ApiError } from '../api/errors.js';
 import { type GovernorOptions, RateGovernor } from '../api/governor.js';
 import { backoffDelay, isRetryable } from '../api/policy.js';
@@ -13,12 +13,13 @@ import { InterruptedError, KitchenError, ServiceRefusedError, StateError, UsageE
 import { checkStyle, readManifest } from '../manifest/index.js';
 import { buildReport } from '../report/build.js';
 import { writeReports } from '../report/write.js';
+import { compactRecords, lastRunRecords, shouldCompact } from '../state/compact.js';
 import { JournalWriter, readJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
 import type { ItemRecord } from '../state/records.js';
 import { applyRecord, foldJournal, type ItemState, newItemState } from '../state/state.js';
 import type { Item, ItemError, Report } from '../types.js';
-import { fsyncDir } from '../util/fs.js';
+import { fsyncDir, writeFileAtomic } from '../util/fs.js';
 import { createRunLogger } from '../util/logger.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
 import type { ProgressCounts, RunEvent } from './events.js';
@@ -135,8 +136,18 @@ export async function runBatch(options: RunOptions): Promise<RunResult> {
       options.onEvent?.({ type: 'warning', message });
     }
     for (const warning of manifest.warnings) options.onEvent?.({ type: 'warning', message: warning });
+    let states = foldJournal(records);
+    if (shouldCompact(records.length, states.size)) {
+      const compacted = compactRecords(states.values(), lastRunRecords(records));
+      await writeFileAtomic(journalFile, compacted.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      logger.info(
+        { event: 'journal_compacted', records_before: records.length, records_after: compacted.length },
+        'journal compacted',
+      );
+      states = foldJournal(compacted);
+    }
     const journal = await JournalWriter.open(journalFile);
-    const engine = new Engine(options, outDir, logger, journal, foldJournal(records), records.length > 0);
+    const engine = new Engine(options, outDir, logger, journal, states, records.length > 0);
     try {
       return await engine.run(
         manifest.items.filter((item) => !options.shard || inShard(item.id, options.shard)),
@@ -785,6 +796,13 @@ class Engine {
         await rm(part, { force: true });
         if (this.#stop.signal.aborted) return;
         if (error instanceof StateError) throw error;
+        if (isLocalFsError(error)) {
+          throw new StateError(
+            'disk',
+            `cannot write results to ${results} (${error.code}); the run stops, nothing is marked done; free space and rerun`,
+            { cause: error },
+          );
+        }
         if (isExpired(error) && !refreshed && state.jobId) {
           refreshed = true;
           this.#logger.info(

@@ -170,14 +170,15 @@ function safeSourcePath(resolve: HtmlReportOptions['sourcePath'], item: ReportIt
 }
 
 /**
- * The result file and its relative link. Only paths inside the output folder count: report.json
- * writes `results/<id>.<ext>`, and anything else (absolute, `..`, a URL) is not ours to link or read.
+ * The result file and its relative link. report.json writes `results/<id>.<ext>`; a merged report of
+ * shards points into the sibling shard folders (`../shard-1/results/...`). Absolute paths and URLs
+ * are not ours to link or read.
  */
 function resultPath(outDir: string, output: string | null): { file: string; href: string } | null {
   if (!output || /^[a-z][a-z0-9+.-]*:/i.test(output) || path.isAbsolute(output)) return null;
   const file = path.resolve(outDir, output);
   const rel = path.relative(outDir, file);
-  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return null;
+  if (rel === '' || path.isAbsolute(rel)) return null;
   return { file, href: rel.split(path.sep).map(encodeURIComponent).join('/') };
 }
 

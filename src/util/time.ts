@@ -10,8 +10,16 @@ export function monotonicMs(): number {
  * Negative or non-finite durations sleep 0 ms.
  */
 export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  const wait = Number.isFinite(ms) && ms > 0 ? ms : 0;
-  await delay(wait, undefined, signal ? { signal } : {});
+  // setTimeout's limit is 2^31-1 ms; longer waits would fire at once.
+  const wait = Number.isFinite(ms) && ms > 0 ? Math.min(ms, 2_147_483_647) : 0;
+  if (signal?.aborted) throw signal.reason;
+  try {
+    await delay(wait, undefined, signal ? { signal } : {});
+  } catch (error) {
+    // Callers tell a stop from a failure by the signal's own reason, not Node's AbortError.
+    if (signal?.aborted) throw signal.reason;
+    throw error;
+  }
 }
 
 /** ISO 8601 with the local offset, e.g. `2026-11-22T04:39:24.000+00:00`. */

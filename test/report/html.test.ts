@@ -125,7 +125,7 @@ describe('writeHtmlReport', () => {
     ).rejects.toThrow(/concurrency must be a positive integer/);
   });
 
-  it('does not link or read results outside the output folder', async () => {
+  it('links relative results (a merged report points into sibling shard folders) but never URLs or absolute paths', async () => {
     const report: Report = {
       ...fx.report,
       items: [
@@ -136,8 +136,8 @@ describe('writeHtmlReport', () => {
     };
     const { file } = await writeHtmlReport({ outDir: fx.outDir, report, sourcePath: () => null });
     const items = pageData(await readFile(file, 'utf8')).items;
-    expect(items.map((i) => [i.href, i.out])).toEqual([
-      [null, null],
+    expect(items[0]?.href).toBe('../images/k1.jpg');
+    expect(items.slice(1).map((i) => [i.href, i.out])).toEqual([
       [null, null],
       [null, null],
     ]);

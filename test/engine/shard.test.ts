@@ -1,0 +1,69 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli.js';
+import { inShard, parseShard } from '../../src/pipeline/shard.js';
+import type { Report } from '../../src/types.js';
+import { createRequests, type Workspace, workspace } from '../helpers/batch.js';
+
+let ws: Workspace | undefined;
+afterEach(async () => {
+  await ws?.close();
+  ws = undefined;
+});
+
+function sink() {
+  let text = '';
+  return { write: (s: string) => (text += s), text: () => text };
+}
+
+describe('--shard K/N and report --merge', () => {
+  it('parses K/N strictly', () => {
+    expect(parseShard('2/3')).toEqual({ index: 2, count: 3 });
+    for (const bad of ['3/2', '0/2', '1/0', 'a/b', '1', '-1/2'])
+      expect(() => parseShard(bad), bad).toThrow(/--shard/);
+  });
+
+  it('splits ids into disjoint parts that cover them all, the same way every time', () => {
+    const ids = Array.from({ length: 5000 }, (_, i) => `kitchen-${i}__modern`);
+    const parts = [1, 2, 3, 4].map((index) => ids.filter((id) => inShard(id, { index, count: 4 })));
+    expect(parts.reduce((n, p) => n + p.length, 0)).toBe(ids.length);
+    expect(new Set(parts.flat()).size).toBe(ids.length);
+    for (const part of parts) expect(part.length).toBeGreaterThan(1000);
+  });
+
+  it('two shards run into their own folders, and report --merge writes one combined report', async () => {
+    ws = await workspace({ items: 8 });
+    const dirs = [path.join(ws.dir, 'shard-1'), path.join(ws.dir, 'shard-2')];
+    const first = await ws.run({ shard: { index: 1, count: 2 }, out: dirs[0]! });
+    const second = await ws.run({ shard: { index: 2, count: 2 }, out: dirs[1]! });
+    expect([first.exitCode, second.exitCode]).toEqual([0, 0]);
+    expect(first.report.items.length + second.report.items.length).toBe(8);
+    expect(createRequests(ws.sandbox)).toBe(8);
+    const stdout = sink();
+    const stderr = sink();
+    const merged = path.join(ws.dir, 'merged');
+    const code = await main(['report', '--merge', ...dirs, '--out', merged, '--json'], {
+      stdout,
+      stderr,
+      env: {},
+      cwd: ws.dir,
+    });
+    expect(stderr.text()).toBe('');
+    expect(code).toBe(0);
+    const report = JSON.parse(await readFile(path.join(merged, 'report.json'), 'utf8')) as Report;
+    expect(report.run.totals).toMatchObject({ items: 8, succeeded: 8 });
+    for (const item of report.items) {
+      expect(item.output).toMatch(/^\.\.\/shard-[12]\/results\//);
+      await readFile(path.join(merged, item.output!));
+    }
+    // Overlapping folders are refused.
+    const again = await main(['report', '--merge', dirs[0]!, dirs[0]!, '--out', merged], {
+      stdout,
+      stderr,
+      env: {},
+      cwd: ws.dir,
+    });
+    expect(again).toBe(2);
+  });
+});

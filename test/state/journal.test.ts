@@ -1,0 +1,187 @@
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StateError } from '../../src/errors.js';
+import { compactRecords, lastRunRecords, shouldCompact } from '../../src/state/compact.js';
+import { JournalWriter, readJournal } from '../../src/state/journal.js';
+import type { JournalRecord } from '../../src/state/records.js';
+import { foldJournal } from '../../src/state/state.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kb-journal-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const item = (id: string, fp = 'fp1'): JournalRecord => ({
+  t: 'item',
+  id,
+  fp,
+  image: `${id}.jpg`,
+  module: 'change-style',
+  style: 'modern',
+  src: null,
+});
+
+/** A journal with items in every phase, including possible duplicates and a changed fingerprint. */
+function sampleRecords(): JournalRecord[] {
+  const e = { code: 'x', message: 'y' };
+  return [
+    { t: 'run', at: 'a', v: 1, manifest: 'm.csv', base_url: 'http://s', pid: 1 },
+    {
+      t: 'plan',
+      ids: ['done', 'dup', 'acc', 'succ', 'fail', 'ref', 'rej', 'unk', 'nc', 'chg', 'to'],
+      manifest_dir: '/m',
+    },
+    item('done'),
+    { t: 'submitting', id: 'done', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'done', fp: 'fp1', job_id: 'j1', at: '' },
+    {
+      t: 'ended',
+      id: 'done',
+      fp: 'fp1',
+      job_id: 'j1',
+      status: 'succeeded',
+      image_url: 'http://s/r1',
+      processing_time_ms: 5,
+      error: null,
+    },
+    {
+      t: 'downloaded',
+      id: 'done',
+      fp: 'fp1',
+      job_id: 'j1',
+      output: 'results/done.jpg',
+      sha256: 'h',
+      bytes: 3,
+      mtime_ms: 9,
+    },
+    item('dup'),
+    { t: 'submitting', id: 'dup', fp: 'fp1', at: '' },
+    { t: 'incomplete', id: 'dup', fp: 'fp1', error: { code: 'submit_unknown', message: 'reset' } },
+    { t: 'submitting', id: 'dup', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'dup', fp: 'fp1', job_id: 'j2', at: '' },
+    item('acc'),
+    { t: 'submitting', id: 'acc', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'acc', fp: 'fp1', job_id: 'j3', at: '' },
+    { t: 'incomplete', id: 'acc', fp: 'fp1', error: { code: 'job_timeout', message: 'slow' } },
+    item('succ'),
+    { t: 'submitting', id: 'succ', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'succ', fp: 'fp1', job_id: 'j4', at: '' },
+    {
+      t: 'ended',
+      id: 'succ',
+      fp: 'fp1',
+      job_id: 'j4',
+      status: 'succeeded',
+      image_url: 'http://s/r4',
+      processing_time_ms: 7,
+      error: null,
+    },
+    { t: 'incomplete', id: 'succ', fp: 'fp1', error: { code: 'download_failed', message: '404' } },
+    item('fail'),
+    { t: 'submitting', id: 'fail', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'fail', fp: 'fp1', job_id: 'j5', at: '' },
+    {
+      t: 'ended',
+      id: 'fail',
+      fp: 'fp1',
+      job_id: 'j5',
+      status: 'failed',
+      image_url: null,
+      processing_time_ms: null,
+      error: e,
+    },
+    item('ref'),
+    { t: 'submitting', id: 'ref', fp: 'fp1', at: '' },
+    { t: 'refused', id: 'ref', fp: 'fp1', error: { code: 'validation_error', message: 'no' } },
+    item('rej'),
+    { t: 'rejected', id: 'rej', fp: 'fp1', error: { code: 'corrupt_image', message: 'bad' } },
+    item('unk'),
+    { t: 'submitting', id: 'unk', fp: 'fp1', at: '' },
+    item('nc'),
+    { t: 'submitting', id: 'nc', fp: 'fp1', at: '' },
+    { t: 'incomplete', id: 'nc', fp: 'fp1', error: { code: 'submit_unknown', message: 'x' } },
+    { t: 'submitting', id: 'nc', fp: 'fp1', at: '' },
+    { t: 'not_created', id: 'nc', fp: 'fp1', error: { code: 'rate_limited', message: '429' } },
+    item('chg'),
+    { t: 'submitting', id: 'chg', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'chg', fp: 'fp1', job_id: 'j6', at: '' },
+    item('chg', 'fp2'),
+    item('to'),
+    { t: 'incomplete', id: 'to', fp: 'fp1', error: { code: 'max_submissions', message: 'cap' } },
+  ];
+}
+
+describe('journal', () => {
+  it('folds records into the phases the resume rules need', () => {
+    const states = foldJournal(sampleRecords());
+    const phase = (id: string) => states.get(id)!;
+    expect(phase('done')).toMatchObject({ phase: 'downloaded', jobId: 'j1', submissions: 1, sha256: 'h' });
+    expect(phase('dup')).toMatchObject({ phase: 'accepted', jobId: 'j2', submissions: 2 });
+    expect(phase('acc')).toMatchObject({ phase: 'accepted', jobId: 'j3', error: { code: 'job_timeout' } });
+    expect(phase('succ')).toMatchObject({ phase: 'succeeded', imageUrl: 'http://s/r4' });
+    expect(phase('fail')).toMatchObject({ phase: 'failed', error: { code: 'x' } });
+    expect(phase('ref')).toMatchObject({ phase: 'failed', submissions: 0, jobId: null });
+    expect(phase('rej')).toMatchObject({ phase: 'rejected' });
+    expect(phase('unk')).toMatchObject({
+      phase: 'unknown',
+      submissions: 1,
+      error: { code: 'submit_unknown' },
+    });
+    expect(phase('nc')).toMatchObject({ phase: 'new', submissions: 1 });
+    // A changed fingerprint is a new item: nothing of the old job carries over.
+    expect(phase('chg')).toMatchObject({ phase: 'new', fp: 'fp2', jobId: null, submissions: 0 });
+  });
+
+  it('compaction keeps exactly the same states, and the last run and plan', () => {
+    const records = sampleRecords();
+    const states = foldJournal(records);
+    const compacted = compactRecords(states.values(), lastRunRecords(records));
+    expect(compacted.length).toBeLessThanOrEqual(records.length);
+    expect(foldJournal(compacted)).toEqual(states);
+    expect(lastRunRecords(compacted)).toEqual(lastRunRecords(records));
+    expect(shouldCompact(10, 10)).toBe(false);
+    expect(shouldCompact(50_000, 1000)).toBe(true);
+  });
+
+  it('appends with group commit and reads back; a torn last line is cut with a report, not a crash', async () => {
+    const file = path.join(dir, 'journal.jsonl');
+    const writer = await JournalWriter.open(file);
+    await Promise.all(sampleRecords().map((r, i) => writer.append(r, { sync: i % 3 === 0 })));
+    await writer.close();
+    await appendFile(file, '{"t":"accepted","id":"unk","fp":"fp1","job_');
+    const { records, tornLine } = await readJournal(file);
+    expect(records).toEqual(sampleRecords());
+    expect(tornLine).toBe(sampleRecords().length + 1);
+    // The torn tail was cut: the next append starts on a clean line.
+    const again = await JournalWriter.open(file);
+    await again.append({ t: 'rejected', id: 'to', fp: 'fp1', error: { code: 'a', message: 'b' } });
+    await again.close();
+    expect((await readJournal(file)).records).toHaveLength(sampleRecords().length + 1);
+  });
+
+  it('a damaged line in the middle is corruption: StateError naming the line', async () => {
+    const file = path.join(dir, 'journal.jsonl');
+    const lines = sampleRecords().map((r) => JSON.stringify(r));
+    lines.splice(3, 0, '{"t":"accepted", garbage');
+    await writeFile(file, `${lines.join('\n')}\n`);
+    const error = await readJournal(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateError);
+    expect((error as Error).message).toContain(':4:');
+    // Read-only readers do not repair.
+    await writeFile(file, '{"t":"run"}\n{"t":"ite');
+    await readJournal(file, { repair: false });
+    expect(await readFile(file, 'utf8')).toBe('{"t":"run"}\n{"t":"ite');
+  });
+
+  it('once an append fails (disk full), every later append fails too', async () => {
+    const writer = await JournalWriter.open('/dev/full');
+    await expect(writer.append(item('a'), { sync: true })).rejects.toBeInstanceOf(StateError);
+    await expect(writer.append(item('b'))).rejects.toThrow(/cannot append/);
+    await writer.close();
+  });
+});
