@@ -61,6 +61,13 @@ export class InterruptedError extends KitchenError {
   }
 }
 
+/**
+ * The run stopped early on a local problem (disk full, journal unwritable) after jobs had already
+ * been submitted: exit 1 (items are incomplete, a rerun finishes them), not 2, which promises that
+ * nothing was submitted.
+ */
+export class PartialRunError extends KitchenError {}
+
 /** Exit codes of the contract. */
 export const EXIT = {
   ok: 0,
@@ -74,6 +81,7 @@ export const EXIT = {
 export function exitCodeFor(error: unknown): number {
   if (error instanceof InterruptedError) return EXIT.interrupted;
   if (error instanceof ServiceRefusedError) return EXIT.service;
+  if (error instanceof PartialRunError) return EXIT.partial;
   if (error instanceof UsageError || error instanceof ManifestError || error instanceof StateError) {
     return EXIT.usage;
   }

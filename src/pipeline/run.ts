@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import PQueue from 'p-queue';
@@ -9,7 +9,14 @@ import { ApiError } from '../api/errors.js';
 import { type GovernorOptions, RateGovernor } from '../api/governor.js';
 import { backoffDelay, isRetryable } from '../api/policy.js';
 import type { Job } from '../api/wire.js';
-import { InterruptedError, KitchenError, ServiceRefusedError, StateError, UsageError } from '../errors.js';
+import {
+  InterruptedError,
+  KitchenError,
+  PartialRunError,
+  ServiceRefusedError,
+  StateError,
+  UsageError,
+} from '../errors.js';
 import { checkStyle, readManifest } from '../manifest/index.js';
 import { buildReport } from '../report/build.js';
 import { writeReports } from '../report/write.js';
@@ -128,6 +135,7 @@ export async function runBatch(options: RunOptions): Promise<RunResult> {
     });
   }
   try {
+    await removeLeftoverParts(path.join(outDir, 'results'), logger);
     const journalFile = path.join(outDir, 'journal.jsonl');
     const { records, tornLine } = await readJournal(journalFile);
     if (tornLine !== null) {
@@ -161,6 +169,19 @@ export async function runBatch(options: RunOptions): Promise<RunResult> {
   }
 }
 
+/**
+ * A run killed mid-download leaves `results/.<id>.<pid>.part`. We hold the folder's lock, so no other
+ * run is writing one: every leftover is garbage.
+ */
+async function removeLeftoverParts(results: string, logger: Logger): Promise<void> {
+  const names = await readdir(results).catch(() => [] as string[]);
+  for (const name of names) {
+    if (!name.startsWith('.') || !name.endsWith('.part')) continue;
+    await rm(path.join(results, name), { force: true });
+    logger.info({ event: 'part_removed', file: name }, 'removed a partial download of an earlier run');
+  }
+}
+
 function validateOptions(options: RunOptions): void {
   const positiveInt = (name: string, value: number | undefined) => {
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
@@ -191,7 +212,14 @@ async function prepareOutDir(outDir: string): Promise<void> {
   try {
     await mkdir(path.join(outDir, 'results'), { recursive: true });
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
+    let code = (error as NodeJS.ErrnoException).code;
+    // Node 20's recursive mkdir says ENOENT on a read-only file system; a plain mkdir tells the truth.
+    if (code === 'ENOENT') {
+      code = await mkdir(outDir).then(
+        () => code,
+        (e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? code : e.code),
+      );
+    }
     throw new StateError('out_dir', `cannot create the output folder ${outDir} (${code ?? String(error)})`, {
       cause: error,
     });
@@ -330,15 +358,46 @@ class Engine {
       await this.#preflighter.close?.();
     }
     this.#emit({ type: 'progress', counts: this.counts() });
-    const report = await this.#writeReports(true);
+    let report: Report;
+    try {
+      report = await this.#writeReports(true);
+    } catch (error) {
+      // The disk that broke the journal usually breaks the report too: the first error is the story.
+      if (this.#fatal) {
+        this.#logger.error(
+          { event: 'report_write_failed', err: String(error) },
+          'could not write the reports',
+        );
+        throw this.#finalError(this.#fatal);
+      }
+      throw new StateError(
+        'report_write_failed',
+        `cannot write the reports to ${this.#outDir}: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
     this.#logger.info(
       { event: 'run_end', totals: report.run.totals, stats: report.run.stats },
       'run finished',
     );
-    if (this.#fatal) throw this.#fatal;
+    if (this.#fatal) throw this.#finalError(this.#fatal);
     if (this.#interrupted) throw new InterruptedError(this.#interrupted);
     const t = report.run.totals;
     return { exitCode: t.succeeded === t.items ? 0 : 1, outDir: this.#outDir, report };
+  }
+
+  /** A local failure after jobs went out is exit 1 (a rerun finishes), not exit 2 ("nothing submitted"). */
+  #finalError(fatal: KitchenError): KitchenError {
+    if (fatal instanceof StateError && this.#submitted > 0) {
+      return new PartialRunError(
+        fatal.code,
+        `${fatal.message}. Jobs already submitted are in the journal; the report lists what is incomplete; rerun the same command to finish`,
+        { cause: fatal },
+      );
+    }
+    return fatal;
   }
 
   /** Counts for progress displays. */
@@ -929,7 +988,13 @@ class Engine {
       this.#fatal =
         error instanceof KitchenError
           ? error
-          : new KitchenError('internal', `unexpected error: ${(error as Error)?.stack ?? String(error)}`);
+          : isLocalFsError(error)
+            ? new StateError(
+                'disk',
+                `cannot write in ${this.#outDir} (${error.code}${error.path ? ` on ${error.path}` : ''}); free space or fix permissions, then rerun`,
+                { cause: error },
+              )
+            : new KitchenError('internal', `unexpected error: ${(error as Error)?.stack ?? String(error)}`);
       this.#logger.error({ event: 'fatal', code: this.#fatal.code }, this.#fatal.message);
     }
     this.#beginStop();

@@ -97,7 +97,9 @@ export class ServiceGate {
       minTimeout: 0,
       maxTimeout: 0,
       factor: 1,
-      ...(options.signal ? { signal: options.signal } : {}),
+      // No `signal` here on purpose: p-retry checks it again after a *successful* attempt and throws,
+      // which would drop the answer of a POST that was already accepted (a job id lost = a duplicate
+      // charge on the rerun). The stop is honoured before each attempt and during each wait instead.
       shouldConsumeRetry: ({ error }) => !(error instanceof ApiError && error.rateLimited),
       shouldRetry: ({ error }) => !options.signal?.aborted && retryable(error),
       onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {

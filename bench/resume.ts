@@ -1,0 +1,171 @@
+/**
+ * Resume benchmark (issue 5): the rerun of a finished run must take seconds and send no request to
+ * the job endpoints.
+ *
+ * The finished state is made by a real cold run: a JSONL manifest of N items (distinct ids) over 20
+ * small drawn kitchens, run through `runBatch` against a sandbox with instant processing and no rate
+ * limit. The same command then runs again on the same output folder; its wall time and the requests
+ * the sandbox saw (`/v1/modules`, `/v1/jobs` must be 0) are printed beside the cold figures.
+ *
+ * N defaults to {@link DEFAULT_ITEMS} (see there for why it is not 10,000); set
+ * `BENCH_RESUME_ITEMS=10000` to build the full 10,000-item state (about 7 minutes on 2 cores).
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { runBatch } from '../src/pipeline/run.js';
+import { startSandbox } from '../src/sandbox/index.js';
+import {
+  countRequests,
+  fmt,
+  printTable,
+  type RequestCounts,
+  tempDir,
+  timed,
+  verdict,
+  writeKitchens,
+} from './util.js';
+
+/**
+ * Items of the cold run. Measured on 2 cores, a cold run at instant processing goes at ~25-30
+ * items/s, not the 128/s the 2 s poll floor allows at this concurrency: the download stage (8 at a
+ * time, each a GET, a full sharp decode, fsyncs and a rename, all sharing libuv's 4-thread pool with
+ * sharp) and the 2-worker preflight stage are the limits. 10,000 took 423 s (24 items/s) on its own,
+ * past the whole bench's ~6 minute budget, so the default is 2,000.
+ */
+const DEFAULT_ITEMS = 2_000;
+const SOURCES = 20;
+/** Jobs in flight in the cold run: the 2 s poll floor caps throughput at concurrency / 2 s. */
+const COLD_CONCURRENCY = 256;
+/**
+ * The cold run only builds the finished state, against a sandbox without a rate limit, so the rate
+ * governor starts high instead of creeping up from its default 8 req/s by 0.5 req/s per second
+ * (with the default it took 113 s instead of ~65 s for 2,000 items on 2 cores). The rerun uses the
+ * same options; it sends no job requests, so the governor does not matter there.
+ */
+const COLD_GOVERNOR = { initialRate: 200 } as const;
+const STYLES = ['scandinavian', 'industrial', 'japandi', 'farmhouse', 'modern', 'coastal', 'minimalist'];
+
+/** One run's figures. */
+interface RunFigures {
+  seconds: number;
+  counts: RequestCounts;
+  succeeded: number;
+  skipped: number;
+  exitCode: number;
+}
+
+/** Prints the resume section. */
+export async function benchResume(): Promise<void> {
+  const items = Number(process.env.BENCH_RESUME_ITEMS ?? DEFAULT_ITEMS);
+  if (!Number.isInteger(items) || items < 1)
+    throw new Error(`BENCH_RESUME_ITEMS must be a whole number ≥ 1, got ${process.env.BENCH_RESUME_ITEMS}`);
+  const { dir, cleanup } = await tempDir('kb-bench-resume-');
+  const sandbox = await startSandbox({
+    processingMs: 0,
+    jitterMs: 0,
+    queuedMs: 0,
+    // Keep every job: the default (1000) forgets old jobs, whose polls would then answer 404.
+    maxJobs: items + 1000,
+  });
+  try {
+    const imageDir = path.join(dir, 'img');
+    await mkdir(imageDir);
+    const { files, meanBytes } = await writeKitchens(imageDir, SOURCES, {
+      width: 240,
+      height: 180,
+      grain: 12,
+      prefix: 's',
+      seed: 7,
+    });
+    const manifest = path.join(dir, 'nightly.jsonl');
+    const lines: string[] = [];
+    for (let i = 0; i < items; i++) {
+      const image = path.relative(dir, files[i % files.length] as string);
+      lines.push(
+        JSON.stringify({ id: `r${String(i).padStart(5, '0')}`, image, style: STYLES[i % STYLES.length] }),
+      );
+    }
+    await writeFile(manifest, `${lines.join('\n')}\n`);
+    const out = path.join(dir, 'out');
+    console.log(
+      `${items.toLocaleString('en-US')} items (JSONL, distinct ids) over ${SOURCES} drawn kitchens of ~${fmt(meanBytes / 1024, 0)} KiB; ` +
+        `sandbox: processing 0 s, no rate limit; runBatch at concurrency ${COLD_CONCURRENCY}, governor initialRate ${COLD_GOVERNOR.initialRate} req/s` +
+        (items < 10_000
+          ? '\n  (not 10,000: the cold run of real jobs goes at ~25-30 items/s on 2 cores; 10,000 took 423 s on its own\n' +
+            '   on its own; BENCH_RESUME_ITEMS=10000 npm run bench -- resume runs the full size)'
+          : ''),
+    );
+
+    const run = async (): Promise<RunFigures> => {
+      sandbox.reset();
+      let skipped = 0;
+      const { seconds, value } = await timed(() =>
+        runBatch({
+          manifest,
+          out,
+          cwd: dir,
+          baseUrl: sandbox.url,
+          apiKey: sandbox.apiKey ?? 'bench-key',
+          concurrency: COLD_CONCURRENCY,
+          governor: COLD_GOVERNOR,
+          html: false,
+          onEvent: (event) => {
+            if (event.type === 'item' && event.status === 'skipped') skipped++;
+          },
+        }),
+      );
+      return {
+        seconds,
+        counts: countRequests(sandbox.stats.requests),
+        succeeded: value.report.run.totals.succeeded,
+        skipped,
+        exitCode: value.exitCode,
+      };
+    };
+    const cold = await run();
+    const warm = await run();
+    const row = (name: string, f: RunFigures): string[] => [
+      name,
+      fmt(f.seconds, 2),
+      fmt(items / f.seconds, 0),
+      String(f.counts.creates),
+      String(f.counts.polls),
+      String(f.counts.styles),
+      String(f.counts.storage),
+      `${f.succeeded}/${items}`,
+      String(f.skipped),
+      String(f.exitCode),
+    ];
+    printTable(
+      [
+        'run',
+        'wall s',
+        'items/s',
+        '/v1/modules',
+        '/v1/jobs',
+        '/v1/styles',
+        'downloads',
+        'succeeded',
+        'skipped',
+        'exit',
+      ],
+      [row('cold (real jobs)', cold), row('rerun (finished)', warm)],
+    );
+    const jobRequests = warm.counts.creates + warm.counts.polls;
+    printTable(
+      ['target', 'figure', 'verdict'],
+      [
+        [
+          'rerun sends 0 requests to /v1/modules and /v1/jobs',
+          String(jobRequests),
+          verdict(jobRequests === 0),
+        ],
+        ['rerun takes seconds (≤ 10 s)', `${fmt(warm.seconds, 2)} s`, verdict(warm.seconds <= 10)],
+        ['rerun skips every item', `${warm.skipped}/${items}`, verdict(warm.skipped === items)],
+      ],
+    );
+  } finally {
+    await sandbox.close();
+    await cleanup();
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * Runs the real CLI as a child process: spawn with an explicit environment, capture stdout and
+ * stderr, kill by PID (SIGKILL, SIGINT, ...) and always clean up.
+ *
+ * By default the child runs the TypeScript sources through tsx (`node --import tsx src/bin.ts`),
+ * so it always tests the current `src/` with no build step and no race between test files building
+ * `dist/` at once. Set `KITCHEN_TEST_CLI=dist` to run the built `dist/` instead; the helper then runs
+ * `npm run build` once per test file (under a cross-process lock) when `dist/` is older than
+ * any file under `src/`. The entry is `bin` (process wiring) when `src/bin.ts` exists, else `cli`.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** The repository root. */
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** How a finished child ended. */
+export interface CliResult {
+  /** Exit code, or null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A running child of the CLI. */
+export interface CliProcess {
+  readonly pid: number;
+  readonly child: ChildProcess;
+  /** Everything written to stdout so far. */
+  stdout(): string;
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  /** Whether the child has exited. */
+  exitedYet(): boolean;
+  /** Resolves when the child has exited and its pipes are closed. */
+  readonly exited: Promise<CliResult>;
+  /** Sends a signal to the child's PID (no-op when it has exited). */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/** Options of {@link spawnCli}. */
+export interface SpawnOptions {
+  /** Extra environment; `KITCHEN_*` variables of the test process are never inherited. */
+  env?: Record<string, string>;
+  /** Working directory of the child. @default the repository root */
+  cwd?: string;
+}
+
+const live = new Set<CliProcess>();
+
+/** The executable module: `bin` (process wiring) when the package has one, else `cli`. */
+function entry(): 'bin' | 'cli' {
+  return existsSync(path.join(REPO_ROOT, 'src', 'bin.ts')) ? 'bin' : 'cli';
+}
+
+/** The command line (executable and leading arguments) that runs the CLI. */
+export function cliCommand(): { command: string; args: string[] } {
+  if (process.env.KITCHEN_TEST_CLI === 'dist') {
+    ensureBuilt();
+    return { command: process.execPath, args: [path.join(REPO_ROOT, 'dist', `${entry()}.js`)] };
+  }
+  // An absolute loader URL, so the child's cwd can be any temp folder.
+  const loader = pathToFileURL(path.join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+  return {
+    command: process.execPath,
+    args: ['--import', loader, path.join(REPO_ROOT, 'src', `${entry()}.ts`)],
+  };
+}
+
+/** Starts the CLI with `args`. Track it: {@link killAllClis} in `afterEach` ends it if still running. */
+export function spawnCli(args: string[], options: SpawnOptions = {}): CliProcess {
+  const { command, args: lead } = cliCommand();
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (
+      value === undefined ||
+      key.startsWith('KITCHEN_') ||
+      key.startsWith('VITEST') ||
+      key === 'NODE_OPTIONS'
+    )
+      continue;
+    env[key] = value;
+  }
+  Object.assign(env, { NO_COLOR: '1', FORCE_COLOR: '0' }, options.env ?? {});
+  const child = spawn(command, [...lead, ...args], {
+    cwd: options.cwd ?? REPO_ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk;
+  });
+  let done = false;
+  const exited = new Promise<CliResult>((resolve) => {
+    child.on('close', (code, signal) => {
+      done = true;
+      live.delete(handle);
+      resolve({ code, signal, stdout: out, stderr: err });
+    });
+    child.on('error', (error) => {
+      err += `\n[spawn error] ${error.message}\n`;
+    });
+  });
+  if (child.pid === undefined) throw new Error(`could not spawn ${command}`);
+  const pid = child.pid;
+  const handle: CliProcess = {
+    pid,
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exitedYet: () => done,
+    exited,
+    kill(signal: NodeJS.Signals = 'SIGKILL') {
+      if (done) return;
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // gone already
+      }
+    },
+  };
+  live.add(handle);
+  return handle;
+}
+
+/** Runs the CLI to its end; SIGKILLs it (and fails) after `timeoutMs`. */
+export async function runCli(
+  args: string[],
+  options: SpawnOptions & { timeoutMs?: number } = {},
+): Promise<CliResult> {
+  const cli = spawnCli(args, options);
+  const timeoutMs = options.timeoutMs ?? 45_000;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      cli.kill('SIGKILL');
+      reject(
+        new Error(
+          `kitchen-batch ${args.join(' ')} did not finish within ${timeoutMs} ms\nstdout:\n${cli.stdout()}\nstderr:\n${cli.stderr()}`,
+        ),
+      );
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([cli.exited, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** SIGKILLs every child still running (by PID) and waits for each to exit. For `afterEach`. */
+export async function killAllClis(): Promise<void> {
+  const running = [...live];
+  for (const cli of running) cli.kill('SIGKILL');
+  await Promise.all(running.map((cli) => cli.exited));
+}
+
+/** Polls `predicate` every `intervalMs` until it returns a truthy value; throws after `timeoutMs`. */
+export async function waitFor<T>(
+  predicate: () => T | Promise<T>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+  for (;;) {
+    const value = await predicate();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? 'a condition'}`);
+    await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 5));
+  }
+}
+
+/** Whether `pid` is gone or a zombie (a SIGKILLed process can linger unreaped for a while). */
+export function isDeadOrZombie(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return true;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return true;
+  }
+}
+
+// ---- dist mode ----------------------------------------------------------------------------------
+
+let built = false;
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(full) : statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+function distStale(): boolean {
+  const cli = path.join(REPO_ROOT, 'dist', `${entry()}.js`);
+  let builtAt: number;
+  try {
+    builtAt = statSync(cli).mtimeMs;
+  } catch {
+    return true;
+  }
+  return newestMtime(path.join(REPO_ROOT, 'src')) > builtAt;
+}
+
+/** Builds `dist/` once per test file when stale; a lock directory keeps parallel test files apart. */
+function ensureBuilt(): void {
+  if (built) return;
+  const lock = path.join(REPO_ROOT, 'node_modules', '.kitchen-test-build.lock');
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`build lock ${lock} held for too long; remove it`);
+      execFileSync('sleep', ['0.2']);
+    }
+  }
+  try {
+    if (distStale()) execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' });
+    built = true;
+  } finally {
+    rmdirSync(lock);
+  }
+}
