@@ -137,13 +137,20 @@ export class RateGovernor {
 
   /** A request got through without a 429: creep the rate up. */
   onSuccess(): void {
-    // +increase req/s per second of traffic at the current rate: each success adds increase/rate.
-    this.#rate = Math.min(this.#max, this.#rate + this.#increase / Math.max(this.#rate, 1));
+    // Only a rate we are actually using says anything about the service: while requests go out
+    // below the rate (nobody waits, tokens to spare), leave it alone, or a quiet hour would grow it
+    // into a burst the service never agreed to.
+    if (this.#waiters.length === 0 && this.#tokens >= 1) return;
+    // Slow start until the first 429 (the rate doubles per second of full use), then additive
+    // increase: +increase req/s per second of traffic at the current rate.
+    const step = this.#lastDecrease === Number.NEGATIVE_INFINITY ? 1 : this.#increase / Math.max(this.#rate, 1);
+    this.#rate = Math.min(this.#max, this.#rate + step);
     if (this.#rate >= this.#lastReportedRate * 1.25) {
       this.#lastReportedRate = this.#rate;
       this.#onChange?.({ type: 'increase', rate: this.#rate });
     }
   }
+
 
   /** Stops the internal timer and rejects the waiters (shutdown). */
   close(reason: unknown): void {
@@ -156,9 +163,9 @@ export class RateGovernor {
   }
 
   #capacity(): number {
-    // About half a second of burst: enough to keep a pipeline busy, small enough not to overrun a
-    // service bucket we cannot see.
-    return Math.max(1, this.#rate / 2);
+    // About half a second of burst, at most 10: enough to keep a pipeline busy, small enough not to
+    // overrun a service bucket we cannot see.
+    return Math.max(1, Math.min(10, this.#rate / 2));
   }
 
   #refill(now: number): void {

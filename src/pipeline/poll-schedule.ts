@@ -7,12 +7,17 @@ const MIN_SAMPLES = 3;
 
 /**
  * When to poll each job. Holds the contract's floor (never twice within `minIntervalMs` for one job,
- * errors and re-polls included) and places the first poll of a job at the median processing time
- * seen so far in the run, so a job costs few polls without its end being noticed late.
+ * errors and re-polls included) and places the first poll of a job from the times jobs took so far
+ * in the run, so a job costs few polls without its end being noticed late.
+ *
+ * A job's time is measured from its creation to its end on the server's clock (`updated_at −
+ * created_at`, queueing included) when the service gives both, else `processing_time_ms`, else our
+ * own upper bound (submit → the poll that saw it end).
  */
 export class PollScheduler {
   readonly #min: number;
   readonly #last = new Map<string, number>();
+  readonly #acceptedAt = new Map<string, { mono: number; serverCreated: number | null }>();
   readonly #samples: number[] = [];
   readonly #now: () => number;
 
@@ -21,9 +26,12 @@ export class PollScheduler {
     this.#now = now;
   }
 
-  /** The job was just created: that contact starts its clock. */
-  accepted(id: string): void {
-    this.#last.set(id, this.#now());
+  /** The job was just created (its `created_at` as the service said it): that contact starts its clock. */
+  accepted(id: string, createdAt: string | null = null): void {
+    const now = this.#now();
+    this.#last.set(id, now);
+    const created = createdAt ? Date.parse(createdAt) : Number.NaN;
+    this.#acceptedAt.set(id, { mono: now, serverCreated: Number.isNaN(created) ? null : created });
   }
 
   /** A poll of the job was just answered (or failed). */
@@ -31,25 +39,43 @@ export class PollScheduler {
     this.#last.set(id, this.#now());
   }
 
-  /** The job ended; its processing time (when the service said it) feeds the estimate. */
-  ended(id: string, processingTimeMs: number | null): void {
+  /** The job ended; how long it took feeds the estimate. */
+  ended(id: string, job: { updatedAt: string | null; processingTimeMs: number | null }): void {
+    const accepted = this.#acceptedAt.get(id);
     this.#last.delete(id);
-    if (processingTimeMs === null || !Number.isFinite(processingTimeMs) || processingTimeMs < 0) return;
-    this.#samples.push(processingTimeMs);
+    this.#acceptedAt.delete(id);
+    const updated = job.updatedAt ? Date.parse(job.updatedAt) : Number.NaN;
+    let sample: number | null = null;
+    if (accepted?.serverCreated != null && !Number.isNaN(updated) && updated >= accepted.serverCreated) {
+      sample = updated - accepted.serverCreated;
+    } else if (
+      job.processingTimeMs !== null &&
+      Number.isFinite(job.processingTimeMs) &&
+      job.processingTimeMs >= 0
+    ) {
+      sample = job.processingTimeMs;
+    } else if (accepted) {
+      sample = this.#now() - accepted.mono;
+    }
+    if (sample === null) return;
+    this.#samples.push(sample);
     if (this.#samples.length > SAMPLES) this.#samples.shift();
   }
 
   /**
-   * Delay from the job's last contact to its first poll: the running median of processing times,
-   * at least the floor, at most a minute (a long estimate must not hide a quick job for long).
+   * Delay from the job's last contact to its first poll, at least the floor and at most a minute.
+   * When the times jobs take spread over less than the floor (p10..p90), aim at p90: nearly every
+   * job is then seen done by its first poll, and no schedule allowed by the floor would see them
+   * sooner on average. A wider spread aims at the median, so quick jobs are not kept waiting.
    * A job with no contact in this run (resumed from the journal) is polled at once.
    */
   firstDelay(id: string): number {
     if (!this.#last.has(id)) return 0;
     if (this.#samples.length < MIN_SAMPLES) return this.#min;
     const sorted = [...this.#samples].sort((a, b) => a - b);
-    const median = sorted[Math.floor(sorted.length / 2)]!;
-    return Math.min(60_000, Math.max(this.#min, median));
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+    const target = at(0.9) - at(0.1) <= this.#min ? at(0.9) : at(0.5);
+    return Math.min(60_000, Math.max(this.#min, target));
   }
 
   /** Delay between later polls: the floor. */

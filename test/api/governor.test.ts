@@ -145,31 +145,44 @@ describe('RateGovernor (fake clock)', () => {
     expect(governor.rate).toBe(0.5);
   });
 
-  it('creeps the rate up additively on success, reports it in steps, and stops at maxRate', () => {
-    const { governor, events } = setup({ initialRate: 4, increasePerSecond: 1, maxRate: 8 });
+  it('grows only a rate in use: slow start before any 429, additive after, never past maxRate', async () => {
+    const { governor, events, request, advance } = setup({
+      initialRate: 4,
+      increasePerSecond: 1,
+      maxRate: 8,
+    });
+    // Idle (tokens to spare): a success says nothing about what the service would take.
     governor.onSuccess();
-    expect(governor.rate).toBeCloseTo(4.25, 10);
-    // About `rate` successes per second at full rate → +1 req/s per second.
-    for (let i = 0; i < 3; i++) governor.onSuccess();
-    expect(governor.rate).toBeGreaterThan(4.8);
-    expect(governor.rate).toBeLessThan(5);
+    expect(governor.rate).toBe(4);
+    // In use: the burst is taken and requests wait.
+    for (let i = 0; i < 4; i++) void request('poll');
+    await advance(0);
+    governor.onSuccess();
+    expect(governor.rate).toBe(5); // slow start: +1 per success, about ×2 per second of full use
+    governor.onRateLimited(0, 0);
+    const after = governor.rate;
+    expect(after).toBeCloseTo(3.5, 10);
+    governor.onSuccess();
+    // After a 429: +increase/rate per success, about +1 req/s per second of full use.
+    expect(governor.rate).toBeCloseTo(after + 1 / after, 10);
     for (let i = 0; i < 1000; i++) governor.onSuccess();
     expect(governor.rate).toBe(8);
-    const increases = events.filter((e) => e.type === 'increase').map((e) => e.rate);
-    expect(increases.length).toBeGreaterThanOrEqual(2);
-    for (const [i, rate] of increases.entries())
-      expect(rate).toBeGreaterThanOrEqual((increases[i - 1] ?? 4) * 1.25);
+    // Reported in steps: each increase is at least 1.25× the rate last reported (up or down).
+    expect(events.filter((e) => e.type === 'increase').length).toBeGreaterThanOrEqual(2);
+    for (const [i, event] of events.entries()) {
+      if (event.type === 'increase' && i > 0)
+        expect(event.rate).toBeGreaterThanOrEqual(events[i - 1]!.rate * 1.25);
+    }
   });
 
-  it('recovers speed after a decrease: successes raise the pace again', async () => {
+  it('recovers speed after a decrease: successes in use raise the pace again', async () => {
     const { governor, grants, request, advance } = setup({ initialRate: 2, increasePerSecond: 4 });
     governor.onRateLimited(0, 0);
     const slow = governor.rate;
+    for (let i = 0; i < 30; i++) void request('poll');
     for (let i = 0; i < 20; i++) governor.onSuccess();
     expect(governor.rate).toBeGreaterThan(slow * 2);
-    await advance(5000);
-    for (let i = 0; i < 10; i++) void request('poll');
-    await advance(10_000);
+    await advance(20_000);
     const last = grants.slice(-2).map((g) => g.at);
     expect((last[1] ?? 0) - (last[0] ?? 0)).toBeLessThanOrEqual(Math.ceil(1000 / governor.rate));
   });
