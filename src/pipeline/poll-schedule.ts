@@ -4,6 +4,8 @@ import { monotonicMs, sleep } from '../util/time.js';
 const SAMPLES = 200;
 /** Samples needed before the estimate replaces the spec's recommended interval. */
 const MIN_SAMPLES = 3;
+/** Earliest first poll after a job's creation, however quick jobs have been. */
+const FIRST_POLL_MIN_MS = 100;
 
 /**
  * When to poll each job. Holds the contract's floor (never twice within `minIntervalMs` for one job,
@@ -16,7 +18,8 @@ const MIN_SAMPLES = 3;
  */
 export class PollScheduler {
   readonly #min: number;
-  readonly #last = new Map<string, number>();
+  /** Monotonic time of each job's last poll (answered or failed). */
+  readonly #lastPoll = new Map<string, number>();
   readonly #acceptedAt = new Map<string, { mono: number; serverCreated: number | null }>();
   readonly #samples: number[] = [];
   readonly #now: () => number;
@@ -26,23 +29,21 @@ export class PollScheduler {
     this.#now = now;
   }
 
-  /** The job was just created (its `created_at` as the service said it): that contact starts its clock. */
+  /** The job was just created (its `created_at` as the service said it): its clock starts. */
   accepted(id: string, createdAt: string | null = null): void {
-    const now = this.#now();
-    this.#last.set(id, now);
     const created = createdAt ? Date.parse(createdAt) : Number.NaN;
-    this.#acceptedAt.set(id, { mono: now, serverCreated: Number.isNaN(created) ? null : created });
+    this.#acceptedAt.set(id, { mono: this.#now(), serverCreated: Number.isNaN(created) ? null : created });
   }
 
   /** A poll of the job was just answered (or failed). */
   polled(id: string): void {
-    this.#last.set(id, this.#now());
+    this.#lastPoll.set(id, this.#now());
   }
 
   /** The job ended; how long it took feeds the estimate. */
   ended(id: string, job: { updatedAt: string | null; processingTimeMs: number | null }): void {
     const accepted = this.#acceptedAt.get(id);
-    this.#last.delete(id);
+    this.#lastPoll.delete(id);
     this.#acceptedAt.delete(id);
     const updated = job.updatedAt ? Date.parse(job.updatedAt) : Number.NaN;
     let sample: number | null = null;
@@ -63,19 +64,20 @@ export class PollScheduler {
   }
 
   /**
-   * Delay from the job's last contact to its first poll, at least the floor and at most a minute.
-   * When the times jobs take spread over less than the floor (p10..p90), aim at p90: nearly every
-   * job is then seen done by its first poll, and no schedule allowed by the floor would see them
-   * sooner on average. A wider spread aims at the median, so quick jobs are not kept waiting.
-   * A job with no contact in this run (resumed from the journal) is polled at once.
+   * Delay from the job's creation to its first poll. Until a few jobs have ended, the spec's
+   * recommended 2 s. Then, when the times jobs take spread over less than the floor (p10..p90), aim
+   * at p90: nearly every job is seen done by its first poll, and no schedule allowed by the floor
+   * would see them sooner on average; a wider spread aims at the median, so quick jobs are not kept
+   * waiting. Never under 100 ms nor over a minute. The floor binds polls, not the submission, so
+   * quick jobs are collected quickly. A job created in an earlier run is polled at once.
    */
   firstDelay(id: string): number {
-    if (!this.#last.has(id)) return 0;
+    if (!this.#acceptedAt.has(id)) return 0;
     if (this.#samples.length < MIN_SAMPLES) return this.#min;
     const sorted = [...this.#samples].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
     const target = at(0.9) - at(0.1) <= this.#min ? at(0.9) : at(0.5);
-    return Math.min(60_000, Math.max(this.#min, target));
+    return Math.min(60_000, Math.max(FIRST_POLL_MIN_MS, target));
   }
 
   /** Delay between later polls: the floor. */
@@ -83,12 +85,14 @@ export class PollScheduler {
     return this.#min;
   }
 
-  /** Sleeps until `delay` after the job's last contact, and never less than the floor after it. */
+  /**
+   * Sleeps until `delay` after the job's last poll (or its creation, before the first poll), and
+   * never less than the floor after its last poll.
+   */
   async waitTurn(id: string, delay: number, signal?: AbortSignal): Promise<void> {
-    const last = this.#last.get(id);
-    const floor = last === undefined ? 0 : last + this.#min;
-    const wanted = last === undefined ? this.#now() + delay : last + delay;
-    const at = Math.max(floor, wanted);
+    const last = this.#lastPoll.get(id);
+    const base = last ?? this.#acceptedAt.get(id)?.mono ?? this.#now();
+    const at = Math.max(last === undefined ? 0 : last + this.#min, base + delay);
     // Loop: a sleep is never shorter than asked, but be exact about the floor anyway.
     while (this.#now() < at) await sleep(at - this.#now(), signal);
   }

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { PollScheduler } from '../../src/pipeline/poll-schedule.js';
+
+function clock() {
+  let t = 0;
+  return { now: () => t, set: (v: number) => (t = v) };
+}
+
+/** Feeds `times` as creation-to-end durations (server timestamps) of finished jobs. */
+function learn(s: PollScheduler, c: ReturnType<typeof clock>, times: number[]): void {
+  times.forEach((ms, i) => {
+    s.accepted(`done-${i}`, new Date(1_000_000).toISOString());
+    s.ended(`done-${i}`, { updatedAt: new Date(1_000_000 + ms).toISOString(), processingTimeMs: null });
+  });
+  c.set(c.now());
+}
+
+describe('PollScheduler', () => {
+  it('uses the recommended 2 s until jobs have ended, and polls a job from an earlier run at once', () => {
+    const c = clock();
+    const s = new PollScheduler(2000, c.now);
+    s.accepted('a');
+    expect(s.firstDelay('a')).toBe(2000);
+    expect(s.firstDelay('resumed')).toBe(0);
+  });
+
+  it('aims at p90 when jobs take about the same time, at the median when they spread wide', () => {
+    const c = clock();
+    const narrow = new PollScheduler(2000, c.now);
+    learn(
+      narrow,
+      c,
+      Array.from({ length: 100 }, (_, i) => 4300 + (i % 20) * 100),
+    ); // 4.3–6.2 s
+    narrow.accepted('x');
+    expect(narrow.firstDelay('x')).toBe(6100); // p90 of 4.3–6.2 s
+    const wide = new PollScheduler(2000, c.now);
+    learn(
+      wide,
+      c,
+      Array.from({ length: 100 }, (_, i) => 1000 + i * 200),
+    ); // 1–20.8 s
+    wide.accepted('y');
+    expect(wide.firstDelay('y')).toBe(11000);
+    const instant = new PollScheduler(2000, c.now);
+    learn(instant, c, [0, 0, 0, 5]);
+    instant.accepted('z');
+    expect(instant.firstDelay('z')).toBe(100);
+  });
+
+  it('never lets two polls of one job come within the floor, whatever delay is asked', async () => {
+    let t = 1000;
+    const s = new PollScheduler(50, () => t);
+    s.accepted('j');
+    const started = performance.now();
+    t = 1000;
+    s.polled('j'); // a poll at t=1000
+    // Asked for 0 ms, but the floor says 50 ms after the last poll: the sleep must cover it.
+    const waiting = s.waitTurn('j', 0);
+    // Advance the fake clock as real time passes.
+    const timer = setInterval(() => {
+      t = 1000 + (performance.now() - started);
+    }, 5);
+    await waiting;
+    clearInterval(timer);
+    expect(t - 1000).toBeGreaterThanOrEqual(50);
+  });
+});
