@@ -6,19 +6,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { createRng } from '../src/sandbox/faults.js';
 import type { SandboxRequestRecord } from '../src/sandbox/index.js';
 
-/** A deterministic PRNG (mulberry32), so the same seed draws the same kitchen. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A deterministic PRNG (the sandbox's mulberry32), so the same seed draws the same kitchen. */
+export const rng = createRng;
 
 function colour(random: () => number, lo: number, hi: number): string {
   const c = () => Math.round(lo + random() * (hi - lo));

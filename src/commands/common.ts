@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { ParseArgsConfig } from 'node:util';
+import { KitchenClient } from '../api/client.js';
+import { ApiError } from '../api/errors.js';
+import type { Style } from '../api/wire.js';
 import { serviceConfig } from '../config.js';
-import { UsageError } from '../errors.js';
+import { ServiceRefusedError, UsageError } from '../errors.js';
 import { startSandbox } from '../sandbox/index.js';
 
 /** What every command gets instead of reaching for globals (tests pass their own). */
@@ -61,4 +64,27 @@ export async function serviceTarget(
     );
   }
   return { baseUrl: config.baseUrl, apiKey: config.apiKey, sandbox: false, close: async () => {} };
+}
+
+/**
+ * `GET /v1/styles` once, then closes the target. A refused key or an unreachable service is a
+ * {@link ServiceRefusedError} (exit 3); `null` when the answer's shape is not understood.
+ */
+export async function fetchStyles(service: ServiceTarget): Promise<Style[] | null> {
+  const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
+  try {
+    return await client.listStyles();
+  } catch (error) {
+    if (error instanceof ApiError && (error.auth || error.transient)) {
+      throw new ServiceRefusedError(
+        error.auth ? 'unauthorized' : 'unreachable',
+        `cannot list styles: ${error.message}`,
+        { cause: error },
+      );
+    }
+    throw error;
+  } finally {
+    client.close();
+    await service.close();
+  }
 }

@@ -1,7 +1,5 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { KitchenClient } from '../api/client.js';
-import { ApiError } from '../api/errors.js';
 import { intFlag, shardFlag } from '../config.js';
 import { ServiceRefusedError, UsageError } from '../errors.js';
 import { checkStyle, readManifest } from '../manifest/index.js';
@@ -11,7 +9,7 @@ import { inShard } from '../pipeline/shard.js';
 import { readJournal } from '../state/journal.js';
 import { foldJournal } from '../state/state.js';
 import type { Item } from '../types.js';
-import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
+import { type CommandDeps, fetchStyles, SERVICE_FLAGS, serviceTarget } from './common.js';
 
 /** Flags of `plan`. */
 export const PLAN_FLAGS = {
@@ -122,9 +120,8 @@ async function fetchStyleKeys(
     );
     return null;
   }
-  const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
   try {
-    const styles = await client.listStyles();
+    const styles = await fetchStyles(service);
     if (!styles) {
       deps.stderr.write(
         'warning: GET /v1/styles answered in a shape this tool does not understand; styles are not checked\n',
@@ -133,18 +130,9 @@ async function fetchStyleKeys(
     }
     return new Set(styles.map((s) => s.key));
   } catch (error) {
-    if (error instanceof ApiError && (error.auth || error.transient)) {
-      throw new ServiceRefusedError(
-        error.auth ? 'unauthorized' : 'unreachable',
-        `cannot list styles: ${error.message}`,
-        { cause: error },
-      );
-    }
+    if (error instanceof ServiceRefusedError) throw error;
     deps.stderr.write(`warning: cannot list styles (${(error as Error).message}); styles are not checked\n`);
     return null;
-  } finally {
-    client.close();
-    await service.close();
   }
 }
 

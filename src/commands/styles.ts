@@ -1,8 +1,6 @@
 import { parseArgs } from 'node:util';
-import { KitchenClient } from '../api/client.js';
-import { ApiError } from '../api/errors.js';
-import { ServiceRefusedError, UsageError } from '../errors.js';
-import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
+import { UsageError } from '../errors.js';
+import { type CommandDeps, fetchStyles, SERVICE_FLAGS, serviceTarget } from './common.js';
 
 /** `kitchen-batch styles`: prints the valid style keys from `GET /v1/styles`. */
 export async function stylesCommand(args: string[], deps: CommandDeps): Promise<number> {
@@ -14,27 +12,12 @@ export async function stylesCommand(args: string[], deps: CommandDeps): Promise<
   });
   if (positionals.length > 0) throw new UsageError('usage: kitchen-batch styles [--json]');
   const service = (await serviceTarget(values, deps, true))!;
-  const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
-  try {
-    const styles = await client.listStyles();
-    if (!styles) {
-      deps.stderr.write('the service answered GET /v1/styles in a shape this tool does not understand\n');
-      return 1;
-    }
-    if (values.json) deps.stdout.write(`${JSON.stringify(styles)}\n`);
-    else for (const s of styles) deps.stdout.write(`${s.key}${s.name ? `\t${s.name}` : ''}\n`);
-    return 0;
-  } catch (error) {
-    if (error instanceof ApiError && (error.auth || error.transient)) {
-      throw new ServiceRefusedError(
-        error.auth ? 'unauthorized' : 'unreachable',
-        `cannot list styles: ${error.message}`,
-        { cause: error },
-      );
-    }
-    throw error;
-  } finally {
-    client.close();
-    await service.close();
+  const styles = await fetchStyles(service);
+  if (!styles) {
+    deps.stderr.write('the service answered GET /v1/styles in a shape this tool does not understand\n');
+    return 1;
   }
+  if (values.json) deps.stdout.write(`${JSON.stringify(styles)}\n`);
+  else for (const s of styles) deps.stdout.write(`${s.key}${s.name ? `\t${s.name}` : ''}\n`);
+  return 0;
 }
