@@ -143,14 +143,14 @@ export class RateGovernor {
     if (this.#waiters.length === 0 && this.#tokens >= 1) return;
     // Slow start until the first 429 (the rate doubles per second of full use), then additive
     // increase: +increase req/s per second of traffic at the current rate.
-    const step = this.#lastDecrease === Number.NEGATIVE_INFINITY ? 1 : this.#increase / Math.max(this.#rate, 1);
+    const step =
+      this.#lastDecrease === Number.NEGATIVE_INFINITY ? 1 : this.#increase / Math.max(this.#rate, 1);
     this.#rate = Math.min(this.#max, this.#rate + step);
     if (this.#rate >= this.#lastReportedRate * 1.25) {
       this.#lastReportedRate = this.#rate;
       this.#onChange?.({ type: 'increase', rate: this.#rate });
     }
   }
-
 
   /** Stops the internal timer and rejects the waiters (shutdown). */
   close(reason: unknown): void {

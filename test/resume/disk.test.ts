@@ -129,18 +129,15 @@ describe('output folder not writable', () => {
     expect(sandbox.stats.requests.length).toBe(0);
   });
 
-  (mountable ? it : it.skip)(
-    'a read-only file system is named as such (EROFS), not ENOENT',
-    async () => {
-      const { fixture, sandbox } = await setup(1);
-      const ro = path.join(fixture.dir, 'ro');
-      await mkdir(ro);
-      expect(mountTmpfs(ro, 'ro,size=1m')).toBe(true);
-      const result = await run(fixture, sandbox, path.join(ro, 'out'));
-      expect(result.code).toBe(2);
-      expect(result.stderr).toMatch(/EROFS|read-only/i);
-    },
-  );
+  (mountable ? it : it.skip)('a read-only file system is named as such (EROFS), not ENOENT', async () => {
+    const { fixture, sandbox } = await setup(1);
+    const ro = path.join(fixture.dir, 'ro');
+    await mkdir(ro);
+    expect(mountTmpfs(ro, 'ro,size=1m')).toBe(true);
+    const result = await run(fixture, sandbox, path.join(ro, 'out'));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/EROFS|read-only/i);
+  });
 });
 
 describe('disk full (tiny tmpfs)', () => {

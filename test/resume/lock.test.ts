@@ -7,42 +7,22 @@ import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Sandbox } from '../../src/sandbox/index.js';
-import { isDeadOrZombie, killAllClis, waitFor } from '../helpers/cli.js';
+import { describe, expect, it } from 'vitest';
+import { isDeadOrZombie, waitFor } from '../helpers/cli.js';
 import {
   createsPerItem,
   expectRerunComplete,
   expectSecretAbsent,
-  type Fixture,
-  makeFixture,
   openSubmissions,
+  perTest,
   readJournalRecords,
   readReport,
-  removeDir,
   run,
-  sandboxFor,
   snapshot,
   startRun,
 } from './world.js';
 
-const cleanup: Array<() => Promise<void> | void> = [];
-
-afterEach(async () => {
-  await killAllClis();
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-async function setup(
-  count: number,
-  options: Parameters<typeof sandboxFor>[1] = {},
-): Promise<{ fixture: Fixture; sandbox: Sandbox; out: string }> {
-  const fixture = await makeFixture(count);
-  cleanup.push(() => removeDir(fixture.dir));
-  const sandbox = await sandboxFor(fixture, { processingMs: 300, jitterMs: 100, ...options });
-  cleanup.push(() => sandbox.close());
-  return { fixture, sandbox, out: path.join(fixture.dir, 'out') };
-}
+const { setup, cleanup } = perTest({ processingMs: 300, jitterMs: 100 });
 
 async function lockPid(out: string): Promise<number | null> {
   try {

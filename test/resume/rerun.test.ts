@@ -4,9 +4,9 @@
  */
 import { readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
-import { killAllClis, waitFor } from '../helpers/cli.js';
+import { waitFor } from '../helpers/cli.js';
 import {
   createRequests,
   createsPerItem,
@@ -15,34 +15,15 @@ import {
   fileSha,
   jobRequests,
   kitchenJpeg,
-  makeFixture,
+  perTest,
   readJournalRecords,
   readReport,
-  removeDir,
   run,
-  sandboxFor,
   startRun,
   writeManifest,
 } from './world.js';
 
-const cleanup: Array<() => Promise<void>> = [];
-
-afterEach(async () => {
-  await killAllClis();
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-/** A fixture of `count` items and a sandbox for it, both removed after the test. */
-async function setup(
-  count: number,
-  options: Parameters<typeof sandboxFor>[1] = {},
-): Promise<{ fixture: Fixture; sandbox: Sandbox; out: string }> {
-  const fixture = await makeFixture(count);
-  cleanup.push(() => removeDir(fixture.dir));
-  const sandbox = await sandboxFor(fixture, { processingMs: 200, jitterMs: 100, ...options });
-  cleanup.push(() => sandbox.close());
-  return { fixture, sandbox, out: path.join(fixture.dir, 'out') };
-}
+const { setup } = perTest({ processingMs: 200, jitterMs: 100 });
 
 /** Runs to the end and expects every item succeeded. */
 async function runOk(fixture: Fixture, sandbox: Sandbox, out: string, extra: string[] = []): Promise<void> {

@@ -8,11 +8,18 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { type Sandbox, type SandboxFaults, startSandbox } from '../../src/sandbox/index.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import type { Report } from '../../src/types.js';
-import { type CliProcess, type CliResult, runCli, type SpawnOptions, spawnCli } from '../helpers/cli.js';
+import {
+  type CliProcess,
+  type CliResult,
+  killAllClis,
+  runCli,
+  type SpawnOptions,
+  spawnCli,
+} from '../helpers/cli.js';
 
 /** One planned item of a test manifest. */
 export interface TestItem {
@@ -373,4 +380,28 @@ export async function removeDir(dir: string): Promise<void> {
 /** Size of a file, or -1. */
 export async function sizeOf(file: string): Promise<number> {
   return (await stat(file).catch(() => null))?.size ?? -1;
+}
+
+/**
+ * Per-test setup for a test file. `setup(count, options)` makes a fixture of `count` items and a
+ * sandbox for it; `cleanup.push(step)` adds a step of one's own. After each test, the CLIs still
+ * running are killed and the steps run in reverse order.
+ */
+export function perTest(defaults: Parameters<typeof sandboxFor>[1] = {}) {
+  const cleanup: Array<() => unknown> = [];
+  afterEach(async () => {
+    await killAllClis();
+    for (const step of cleanup.splice(0).reverse()) await step();
+  });
+  async function setup(
+    count: number,
+    options: Parameters<typeof sandboxFor>[1] = {},
+  ): Promise<{ fixture: Fixture; sandbox: Sandbox; out: string }> {
+    const fixture = await makeFixture(count);
+    cleanup.push(() => removeDir(fixture.dir));
+    const sandbox = await sandboxFor(fixture, { ...defaults, ...options });
+    cleanup.push(() => sandbox.close());
+    return { fixture, sandbox, out: path.join(fixture.dir, 'out') };
+  }
+  return { setup, cleanup };
 }
