@@ -115,6 +115,21 @@ describe('run: the main flow against the sandbox', () => {
     expect(createRequests(ws.sandbox)).toBe(5);
   });
 
+  it('--max-submissions counts an item once however often its submission is retried', async () => {
+    ws = await workspace({
+      items: 4,
+      sandbox: { seed: 6, faults: { errorRate: 0.6, errorOn: 'create', errorStatuses: [503] } },
+    });
+    const result = await ws.run({ maxSubmissions: 2 });
+    expect(result.exitCode).toBe(1);
+    // 503s are retried (the job cannot exist), yet only two items were let through the cost guard.
+    expect(createRequests(ws.sandbox)).toBeGreaterThan(2);
+    expect(ws.sandbox.stats.createsByItem.size).toBe(2);
+    const report = await ws.report();
+    expect(report.run.totals.succeeded).toBe(2);
+    expect(report.items.filter((i) => i.error?.code === 'max_submissions')).toHaveLength(2);
+  });
+
   it('rejects items the service does not offer a style for, and submits the rest', async () => {
     ws = await workspace({ items: 2, extraRows: ['bad,images/k0.jpg,change-style,scandinavain,,'] });
     const result = await ws.run();
