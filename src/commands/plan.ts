@@ -1,7 +1,5 @@
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import { intFlag, shardFlag } from '../config.js';
-import { ServiceRefusedError, UsageError } from '../errors.js';
+import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, readManifest } from '../manifest/index.js';
 import { type Decision, decide } from '../pipeline/plan.js';
 import { createPreflighter, describePreflight } from '../pipeline/preflight.js';
@@ -9,19 +7,8 @@ import { inShard } from '../pipeline/shard.js';
 import { readJournal } from '../state/journal.js';
 import { foldJournal } from '../state/state.js';
 import type { Item } from '../types.js';
-import { type CommandDeps, fetchStyles, SERVICE_FLAGS, serviceTarget } from './common.js';
-
-/** Flags of `plan`. */
-export const PLAN_FLAGS = {
-  ...SERVICE_FLAGS,
-  out: { type: 'string' },
-  json: { type: 'boolean' },
-  shard: { type: 'string' },
-  'retry-failed': { type: 'boolean' },
-  'max-submissions': { type: 'string' },
-  'strip-metadata': { type: 'boolean' },
-  'max-side': { type: 'string' },
-} as const;
+import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
+import { parseRunArgs, runFlagOptions } from './run.js';
 
 /** One row of the plan. */
 export interface PlanRow {
@@ -41,18 +28,10 @@ export interface PlanRow {
  * item can go (or is done), 1 when some are rejected, 2 when the manifest is unreadable.
  */
 export async function planCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: PLAN_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
-  const manifestPath = positionals[0];
-  if (!manifestPath || positionals.length > 1)
-    throw new UsageError('usage: kitchen-batch plan <manifest> [options]');
-  const shard = shardFlag(values.shard);
-  const maxSubmissions = intFlag('max-submissions', values['max-submissions'], 0);
-  const maxSide = intFlag('max-side', values['max-side'], 64, 16384);
+  // The same flags as `run`, checked the same way: `plan` is the run stopped before submitting.
+  const { manifest: manifestPath, values } = parseRunArgs(args, 'plan');
+  const flags = runFlagOptions(values);
+  const { shard, maxSubmissions, maxSide } = flags;
   const manifest = await readManifest(manifestPath, { cwd: deps.cwd });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
   const outDir = path.resolve(
@@ -63,7 +42,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   const { records } = await readJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
   const states = foldJournal(records);
   const preflighter = createPreflighter({
-    stripMetadata: values['strip-metadata'] ?? false,
+    stripMetadata: flags.stripMetadata,
     ...(maxSide !== undefined ? { maxSide } : {}),
   });
   const rows: PlanRow[] = [];
@@ -78,8 +57,8 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
           preflighter,
           state: states.get(item.id),
           outDir,
-          retryFailed: values['retry-failed'] ?? false,
-          verify: false,
+          retryFailed: flags.retryFailed,
+          verify: flags.verify,
         }),
       ] as const;
     });

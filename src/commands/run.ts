@@ -24,8 +24,10 @@ export const RUN_FLAGS = {
   verify: { type: 'boolean' },
 } as const;
 
-/** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
-export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
+type RunFlagValues = ReturnType<typeof parseRunArgs>['values'];
+
+/** Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags. */
+export function parseRunArgs(args: string[], command: 'run' | 'plan') {
   const { values, positionals } = parseArgs({
     args,
     options: RUN_FLAGS,
@@ -33,15 +35,42 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     strict: true,
   });
   const manifest = positionals[0];
-  if (!manifest || positionals.length > 1)
-    throw new UsageError('usage: kitchen-batch run <manifest> [options]');
-  // Every flag is checked before any file or network is touched.
+  if (!manifest || positionals.length > 1) {
+    throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);
+  }
+  return { manifest, values };
+}
+
+/**
+ * The run options the flags set, each checked (exit 2 naming the flag) before any file or network
+ * is touched. `plan` checks them too, so a `run` command line turned into `plan` fails the same way.
+ */
+export function runFlagOptions(values: RunFlagValues) {
   const concurrency = intFlag('concurrency', values.concurrency, 1, 1000);
   const maxSubmissions = intFlag('max-submissions', values['max-submissions'], 0);
   const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
   const shard = shardFlag(values.shard);
   const maxSide = intFlag('max-side', values['max-side'], 64, 16384);
   const logLevel = logLevelFlag(values['log-level']);
+  return {
+    ...(values.out !== undefined ? { out: values.out } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(maxSubmissions !== undefined ? { maxSubmissions } : {}),
+    ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
+    ...(shard ? { shard } : {}),
+    ...(maxSide !== undefined ? { maxSide } : {}),
+    ...(logLevel !== undefined ? { logLevel } : {}),
+    retryFailed: values['retry-failed'] ?? false,
+    retryAmbiguous: values['retry-ambiguous'] ?? false,
+    stripMetadata: values['strip-metadata'] ?? false,
+    verify: values.verify ?? false,
+  };
+}
+
+/** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
+export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { manifest, values } = parseRunArgs(args, 'run');
+  const flags = runFlagOptions(values);
   const service = (await serviceTarget(values, deps, true))!;
   const progress = new ProgressPrinter({
     stream: deps.stderr,
@@ -53,17 +82,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
       cwd: deps.cwd,
       baseUrl: service.baseUrl,
       apiKey: service.apiKey,
-      ...(values.out !== undefined ? { out: values.out } : {}),
-      ...(concurrency !== undefined ? { concurrency } : {}),
-      ...(maxSubmissions !== undefined ? { maxSubmissions } : {}),
-      ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
-      ...(shard ? { shard } : {}),
-      ...(maxSide !== undefined ? { maxSide } : {}),
-      ...(logLevel !== undefined ? { logLevel } : {}),
-      retryFailed: values['retry-failed'] ?? false,
-      retryAmbiguous: values['retry-ambiguous'] ?? false,
-      stripMetadata: values['strip-metadata'] ?? false,
-      verify: values.verify ?? false,
+      ...flags,
       ...(deps.signal ? { signal: deps.signal } : {}),
       ...(deps.hardSignal ? { hardSignal: deps.hardSignal } : {}),
       onEvent: progress.handle,
