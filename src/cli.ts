@@ -72,16 +72,25 @@ export async function main(argv: string[], deps: CommandDeps): Promise<number> {
   try {
     return await handler(rest, deps);
   } catch (error) {
-    const code = exitCodeFor(error);
+    const parseError = isParseArgsError(error);
+    const code = parseError ? EXIT.usage : exitCodeFor(error);
+    let message: string;
     if (error instanceof InterruptedError) {
-      deps.stderr.write('kitchen-batch: interrupted; state is saved, rerun the same command to resume\n');
+      message = 'interrupted; state is saved, rerun the same command to resume';
     } else if (error instanceof KitchenError) {
-      deps.stderr.write(`kitchen-batch: ${error.message}\n`);
-    } else if (isParseArgsError(error)) {
-      deps.stderr.write(`kitchen-batch: ${(error as Error).message}\n(see kitchen-batch --help)\n`);
-      return EXIT.usage;
+      message = error.message;
+    } else if (parseError) {
+      message = `${(error as Error).message}\n(see kitchen-batch --help)`;
     } else {
-      deps.stderr.write(`kitchen-batch: unexpected error: ${(error as Error)?.stack ?? String(error)}\n`);
+      message = `unexpected error: ${(error as Error)?.stack ?? String(error)}`;
+    }
+    deps.stderr.write(`kitchen-batch: ${message}\n`);
+    // Scripts that asked for JSON get JSON on stdout whatever happened.
+    if (rest.includes('--json')) {
+      const errorCode = error instanceof KitchenError ? error.code : parseError ? 'usage' : 'internal';
+      deps.stdout.write(
+        `${JSON.stringify({ exit_code: code, error: { code: errorCode, message: message.split('\n')[0] } })}\n`,
+      );
     }
     return code;
   }

@@ -68,11 +68,13 @@ describe('the kitchen-batch CLI', () => {
       expect(ran.code, bad.join(' ')).toBe(2);
       expect(ran.stderr, bad.join(' ')).toContain(bad[0]!);
     }
-    const nokey = await cli(['run', 'manifests/sample.csv', '--base-url', 'http://127.0.0.1:9'], {
+    const nokey = await cli(['run', 'manifests/sample.csv', '--base-url', 'http://127.0.0.1:9', '--json'], {
       cwd: dir,
     });
     expect(nokey.code).toBe(2);
     expect(nokey.stderr).toMatch(/KITCHEN_API_KEY/);
+    // --json: scripts get one JSON object on stdout even when the run cannot start.
+    expect(JSON.parse(nokey.stdout)).toMatchObject({ exit_code: 2, error: { code: 'usage' } });
   });
 
   it('a manifest error exits 2 naming the line; plan exits 1 when items are rejected', async () => {
