@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { SourceIdentity } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
 import { sha256File } from '../util/fs.js';
@@ -8,9 +9,6 @@ import type { Preflighter, PreflightResult } from './preflight.js';
 
 /** A preflight that passed: what gets uploaded. */
 export type Prepared = Extract<PreflightResult, { ok: true }>;
-
-/** The source file's identity as the journal keeps it. */
-export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha256: string } | null;
 
 /** What a run will do with one item, decided from the manifest row, the image and the journal. */
 export type Decision = { fp: string; src: SourceIdentity; preflight: PreflightResult | null } & (

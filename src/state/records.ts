@@ -1,5 +1,8 @@
 import type { ItemError } from '../types.js';
 
+/** A source file's identity: a rerun trusts `sha256` while path, size and mtime are unchanged. */
+export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha256: string } | null;
+
 /**
  * Records of `journal.jsonl`, one JSON object per line, append-only. Every record about an item
  * carries the item's fingerprint `fp`: records of an older fingerprint (the row or the image changed)
@@ -19,7 +22,7 @@ export type JournalRecord =
       module: string;
       style: string | null;
       /** Source file identity, so a rerun can trust the hash without reading the file again. */
-      src: { path: string; size: number; mtime_ms: number; sha256: string } | null;
+      src: SourceIdentity;
     }
   /** Validation or preflight refused the item. */
   | { t: 'rejected'; id: string; fp: string; error: ItemError }

@@ -1,5 +1,5 @@
 import type { ItemError } from '../types.js';
-import type { ItemRecord, JournalRecord } from './records.js';
+import type { ItemRecord, JournalRecord, SourceIdentity } from './records.js';
 
 /** Where an item stands, as the journal tells it. */
 export type Phase =
@@ -25,7 +25,7 @@ export interface ItemState {
   image: string;
   module: string;
   style: string | null;
-  src: { path: string; size: number; mtime_ms: number; sha256: string } | null;
+  src: SourceIdentity;
   phase: Phase;
   jobId: string | null;
   imageUrl: string | null;
