@@ -1,31 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createPreflighter,
-  describePreflight,
-  type Preflighter,
-  type PreflightResult,
-} from '../../src/pipeline/preflight.js';
+import { describe, expect, it } from 'vitest';
+import { createPreflighter, describePreflight } from '../../src/pipeline/preflight.js';
 import { sha256 } from '../../src/util/fs.js';
-import { photo, type TempDir, tempDir, withAlpha } from './helpers.js';
+import { ok, photo, preflightEnv, withAlpha } from './helpers.js';
 
-let tmp: TempDir;
-let pre: Preflighter;
-
-beforeAll(async () => {
-  tmp = await tempDir();
-  pre = createPreflighter({ cacheDir: tmp.file('cache') });
-});
-afterAll(async () => {
-  await pre.close();
-  await tmp.remove();
-});
-
-function ok(result: PreflightResult): Extract<PreflightResult, { ok: true }> {
-  if (!result.ok) throw new Error(`expected ok, got ${result.error.code}: ${result.error.message}`);
-  return result;
-}
+const env = preflightEnv();
 
 describe('passthrough', () => {
   it.each([
@@ -34,8 +14,8 @@ describe('passthrough', () => {
     ['webp', 'k1.webp', 'image/webp'],
   ] as const)('sends a valid %s unchanged', async (format, name, contentType) => {
     const data = await photo(800, 600).toFormat(format).toBuffer();
-    const file = await tmp.write(`pass-${name}`, data);
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write(`pass-${name}`, data);
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('as-is');
     expect(result.path).toBe(file);
     expect(result.contentType).toBe(contentType);
@@ -48,8 +28,8 @@ describe('passthrough', () => {
   });
 
   it('judges by content, not by the extension (a PNG named .jpg)', async () => {
-    const file = await tmp.write('really-png.jpg', await photo(100, 80).png().toBuffer());
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('really-png.jpg', await photo(100, 80).png().toBuffer());
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('as-is');
     expect(result.contentType).toBe('image/png');
     expect(result.filename).toBe('really-png.png');
@@ -58,8 +38,8 @@ describe('passthrough', () => {
 
 describe('conversion of formats the service does not accept', () => {
   it('TIFF → JPEG', async () => {
-    const file = await tmp.write('t.tiff', await photo(640, 480).tiff().toBuffer());
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('t.tiff', await photo(640, 480).tiff().toBuffer());
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('converted');
     expect(result.original.format).toBe('tiff');
     expect(result.prepared).toMatchObject({ format: 'jpeg', width: 640, height: 480 });
@@ -80,8 +60,8 @@ describe('conversion of formats the service does not accept', () => {
       .gif()
       .toBuffer();
     expect((await sharp(gif).metadata()).pages).toBe(3);
-    const file = await tmp.write('anim.gif', gif);
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('anim.gif', gif);
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('converted');
     expect(result.prepared).toMatchObject({ format: 'jpeg', width: 120, height: 80 });
     const { channels } = await sharp(result.path).stats();
@@ -90,8 +70,8 @@ describe('conversion of formats the service does not accept', () => {
   });
 
   it('PNG with alpha that must be re-encoded stays PNG (transparency kept)', async () => {
-    const file = await tmp.write('alpha.png', await withAlpha(5000, 300).png().toBuffer());
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('alpha.png', await withAlpha(5000, 300).png().toBuffer());
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('resized');
     expect(result.prepared.format).toBe('png');
     expect(result.contentType).toBe('image/png');
@@ -99,20 +79,20 @@ describe('conversion of formats the service does not accept', () => {
   });
 
   it('TIFF with alpha → PNG', async () => {
-    const file = await tmp.write(
+    const file = await env.tmp.write(
       'alpha.tif',
       await withAlpha(300, 200).tiff({ compression: 'lzw' }).toBuffer(),
     );
     expect((await sharp(file).metadata()).hasAlpha).toBe(true);
-    const result = ok(await pre.prepare(file));
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('converted');
     expect(result.prepared).toMatchObject({ format: 'png', width: 300, height: 200 });
     expect((await sharp(result.path).metadata()).hasAlpha).toBe(true);
   });
 
   it('AVIF → JPEG', async () => {
-    const file = await tmp.write('a.avif', await photo(320, 240).avif().toBuffer());
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('a.avif', await photo(320, 240).avif().toBuffer());
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('converted');
     expect(result.original.format).toBe('avif');
     expect(result.prepared).toMatchObject({ format: 'jpeg', width: 320, height: 240 });
@@ -121,15 +101,15 @@ describe('conversion of formats the service does not accept', () => {
 
 describe('stripMetadata on images that could pass as they are', () => {
   it('re-encodes a JPEG carrying GPS without it, and leaves a clean one as-is', async () => {
-    const strip = createPreflighter({ cacheDir: tmp.file('cache-strip'), stripMetadata: true });
-    const dirty = await tmp.write(
+    const strip = createPreflighter({ cacheDir: env.tmp.file('cache-strip'), stripMetadata: true });
+    const dirty = await env.tmp.write(
       'gps.jpg',
       await photo(400, 300)
         .jpeg()
         .withExif({ IFD3: { GPSLatitudeRef: 'N', GPSLatitude: '48/1 51/1 0/1' } })
         .toBuffer(),
     );
-    const clean = await tmp.write('clean.jpg', await photo(400, 300).jpeg().toBuffer());
+    const clean = await env.tmp.write('clean.jpg', await photo(400, 300).jpeg().toBuffer());
     const dirtyResult = ok(await strip.prepare(dirty));
     expect(dirtyResult.action).toBe('converted');
     expect(dirtyResult.path).not.toBe(dirty);
@@ -139,17 +119,17 @@ describe('stripMetadata on images that could pass as they are', () => {
     expect(meta).toMatchObject({ format: 'jpeg', width: 400, height: 300 });
     expect(ok(await strip.prepare(clean))).toMatchObject({ action: 'as-is', path: clean });
     // Without the option the same GPS-carrying file goes as-is.
-    expect(ok(await pre.prepare(dirty))).toMatchObject({ action: 'as-is', path: dirty });
+    expect(ok(await env.pre.prepare(dirty))).toMatchObject({ action: 'as-is', path: dirty });
   });
 
   it('re-encodes a PNG with text chunks losslessly', async () => {
-    const strip = createPreflighter({ cacheDir: tmp.file('cache-strip'), stripMetadata: true });
+    const strip = createPreflighter({ cacheDir: env.tmp.file('cache-strip'), stripMetadata: true });
     const source = await photo(200, 100)
       .png()
       .withExif({ IFD0: { Copyright: 'someone' } })
       .toBuffer();
     expect((await sharp(source).metadata()).exif).toBeDefined();
-    const result = ok(await strip.prepare(await tmp.write('meta.png', source)));
+    const result = ok(await strip.prepare(await env.tmp.write('meta.png', source)));
     expect(result.action).toBe('converted');
     expect(result.prepared.format).toBe('png');
     expect((await sharp(result.path).metadata()).exif).toBeUndefined();

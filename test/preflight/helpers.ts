@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { createDeflate } from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
+import { afterAll, beforeAll } from 'vitest';
+import { createPreflighter, type Preflighter, type PreflightResult } from '../../src/pipeline/preflight.js';
 
 export interface TempDir {
   dir: string;
@@ -130,4 +132,41 @@ export function exifHasGps(exif: Buffer | undefined): boolean {
   const count = u16(ifd0);
   for (let i = 0; i < count; i++) if (u16(ifd0 + 2 + i * 12) === 0x8825) return true;
   return false;
+}
+
+/**
+ * One temp folder and one preflighter (caching into it) for a whole test file: made before the
+ * first test, closed and removed after the last. Read `env.tmp` / `env.pre` inside tests.
+ */
+export function preflightEnv(): { readonly tmp: TempDir; readonly pre: Preflighter } {
+  let tmp: TempDir | undefined;
+  let pre: Preflighter | undefined;
+  beforeAll(async () => {
+    tmp = await tempDir();
+    pre = createPreflighter({ cacheDir: tmp.file('cache') });
+  });
+  afterAll(async () => {
+    await pre?.close();
+    await tmp?.remove();
+  });
+  return {
+    get tmp() {
+      return tmp!;
+    },
+    get pre() {
+      return pre!;
+    },
+  };
+}
+
+/** The result, which must be a pass. */
+export function ok(result: PreflightResult): Extract<PreflightResult, { ok: true }> {
+  if (!result.ok) throw new Error(`expected ok, got ${result.error.code}: ${result.error.message}`);
+  return result;
+}
+
+/** The result, which must be a refusal. */
+export function refused(result: PreflightResult): Extract<PreflightResult, { ok: false }> {
+  if (result.ok) throw new Error(`expected a refusal, got ${result.action}`);
+  return result;
 }

@@ -1,35 +1,15 @@
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createPreflighter,
-  describePreflight,
-  type Preflighter,
-  type PreflightResult,
-} from '../../src/pipeline/preflight.js';
-import { exifHasGps, noise, photo, type TempDir, tempDir } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { createPreflighter, describePreflight } from '../../src/pipeline/preflight.js';
+import { exifHasGps, noise, ok, photo, preflightEnv } from './helpers.js';
 
-let tmp: TempDir;
-let pre: Preflighter;
-
-beforeAll(async () => {
-  tmp = await tempDir();
-  pre = createPreflighter({ cacheDir: tmp.file('cache') });
-});
-afterAll(async () => {
-  await pre.close();
-  await tmp.remove();
-});
-
-function ok(result: PreflightResult): Extract<PreflightResult, { ok: true }> {
-  if (!result.ok) throw new Error(`expected ok, got ${result.error.code}: ${result.error.message}`);
-  return result;
-}
+const env = preflightEnv();
 
 describe('images over a limit', () => {
   it('re-encodes a ~12 MB noise PNG under 10,000,000 bytes', async () => {
     const source = await noise(2000, 2000).png().toBuffer();
     expect(source.length).toBeGreaterThan(10_000_000);
-    const result = ok(await pre.prepare(await tmp.write('noise.png', source)));
+    const result = ok(await env.pre.prepare(await env.tmp.write('noise.png', source)));
     expect(result.action).toBe('resized');
     expect(result.prepared.format).toBe('jpeg');
     expect(result.prepared.bytes).toBeLessThanOrEqual(10_000_000);
@@ -44,8 +24,8 @@ describe('images over a limit', () => {
   });
 
   it('fits a 6000×3000 JPEG inside 4096 px, keeping the aspect ratio', async () => {
-    const file = await tmp.write('wide.jpg', await photo(6000, 3000).jpeg({ quality: 80 }).toBuffer());
-    const result = ok(await pre.prepare(file));
+    const file = await env.tmp.write('wide.jpg', await photo(6000, 3000).jpeg({ quality: 80 }).toBuffer());
+    const result = ok(await env.pre.prepare(file));
     expect(result.action).toBe('resized');
     expect(result.original).toMatchObject({ width: 6000, height: 3000 });
     expect(result.prepared).toMatchObject({ format: 'jpeg', width: 4096, height: 2048 });
@@ -64,7 +44,7 @@ describe('images over a limit', () => {
       .jpeg()
       .withMetadata({ orientation: 6 })
       .toBuffer();
-    const result = ok(await pre.prepare(await tmp.write('rotated.jpg', stored)));
+    const result = ok(await env.pre.prepare(await env.tmp.write('rotated.jpg', stored)));
     expect(result.action).toBe('resized');
     expect(result.original).toMatchObject({ width: 1000, height: 5000 });
     expect(result.prepared).toMatchObject({ width: 819, height: 4096 });
@@ -87,7 +67,7 @@ describe('images over a limit', () => {
       .withExif({ IFD0: { Copyright: 'me' }, IFD3: { GPSLatitudeRef: 'N', GPSLatitude: '48/1 51/1 0/1' } })
       .toBuffer();
     expect(exifHasGps((await sharp(source).metadata()).exif)).toBe(true);
-    const result = ok(await pre.prepare(await tmp.write('gps-big.jpg', source)));
+    const result = ok(await env.pre.prepare(await env.tmp.write('gps-big.jpg', source)));
     expect(result.action).toBe('resized');
     const meta = await sharp(result.path).metadata();
     expect(exifHasGps(meta.exif)).toBe(false);
@@ -96,9 +76,9 @@ describe('images over a limit', () => {
   });
 
   it('refuses with too_large an image that cannot be brought under the byte limit', async () => {
-    const tiny = createPreflighter({ cacheDir: tmp.file('cache-tiny'), maxBytes: 2_000 });
+    const tiny = createPreflighter({ cacheDir: env.tmp.file('cache-tiny'), maxBytes: 2_000 });
     const result = await tiny.prepare(
-      await tmp.write('noise-small.png', await noise(400, 400).png().toBuffer()),
+      await env.tmp.write('noise-small.png', await noise(400, 400).png().toBuffer()),
     );
     expect(result).toMatchObject({ ok: false, error: { code: 'too_large' } });
     if (!result.ok) {
@@ -108,8 +88,8 @@ describe('images over a limit', () => {
   });
 
   it('steps quality and size down until the bytes fit', async () => {
-    const small = createPreflighter({ cacheDir: tmp.file('cache-small'), maxBytes: 150_000 });
-    const file = await tmp.write('noise-mid.png', await noise(600, 600).png().toBuffer());
+    const small = createPreflighter({ cacheDir: env.tmp.file('cache-small'), maxBytes: 150_000 });
+    const file = await env.tmp.write('noise-mid.png', await noise(600, 600).png().toBuffer());
     const result = ok(await small.prepare(file));
     expect(result.action).toBe('resized');
     expect(result.prepared.bytes).toBeLessThanOrEqual(150_000);
