@@ -373,12 +373,14 @@ async function measureOurs(
         manifest,
         out,
         cwd: path.dirname(manifest),
-        baseUrl: sandbox.url,
-        apiKey: sandbox.apiKey ?? 'bench-key',
-        concurrency: CONCURRENCY,
-        html: false,
+        service: {
+          baseUrl: sandbox.url,
+          apiKey: sandbox.apiKey ?? 'bench-key',
+          ...(governor ? { governor } : {}),
+        },
+        limits: { concurrency: CONCURRENCY },
+        output: { html: false },
         onEvent,
-        ...(governor ? { governor } : {}),
       });
     } catch (error) {
       failure = error instanceof Error ? error.message : String(error);

@@ -94,11 +94,9 @@ export async function benchResume(): Promise<void> {
           manifest,
           out,
           cwd: dir,
-          baseUrl: sandbox.url,
-          apiKey: sandbox.apiKey ?? 'bench-key',
-          concurrency: COLD_CONCURRENCY,
-          governor: COLD_GOVERNOR,
-          html: false,
+          service: { baseUrl: sandbox.url, apiKey: sandbox.apiKey ?? 'bench-key', governor: COLD_GOVERNOR },
+          limits: { concurrency: COLD_CONCURRENCY },
+          output: { html: false },
           onEvent: (event) => {
             if (event.type === 'item' && event.status === 'skipped') skipped++;
           },

@@ -1,6 +1,14 @@
+/**
+ * The command line's side of the configuration: the key and the service from flags and environment,
+ * and `run`'s flags mapped onto run options. Flags are parsed here (a value that is not even a
+ * number is refused naming the flag); ranges and defaults are checked once, by
+ * `pipeline/options.ts`, whose messages name the flag through {@link flagLabel}.
+ */
 import { readFileSync, statSync } from 'node:fs';
 import { UsageError } from './errors.js';
-import { parseShard, type Shard } from './pipeline/shard.js';
+import type { OptionLabel, PlanOptions } from './pipeline/options.js';
+import { parseShard } from './pipeline/shard.js';
+import { OptionError } from './util/validate.js';
 
 /** Where the key and the service come from, after flags and environment are read. */
 export interface ServiceConfig {
@@ -45,25 +53,37 @@ export function serviceConfig(
       const url = new URL(baseUrl);
       if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme');
     } catch {
-      throw new UsageError(`the service URL must be an http(s) URL, got "${baseUrl}"`);
+      throw new OptionError('--base-url', 'an http(s) URL', baseUrl);
     }
   }
   return { baseUrl, apiKey, warnings };
 }
 
-/** A whole number flag within bounds, or undefined when absent. */
-export function intFlag(
-  name: string,
-  raw: string | undefined,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number | undefined {
+/** Option paths of the run options and the flag that sets each, so messages name the flag. */
+const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
+  out: '--out',
+  'limits.concurrency': '--concurrency',
+  'limits.maxSubmissions': '--max-submissions',
+  'limits.jobTimeoutMs': '--job-timeout',
+  'limits.shard': '--shard',
+  'preflight.maxSide': '--max-side',
+  'preflight.stripMetadata': '--strip-metadata',
+  'resume.retryFailed': '--retry-failed',
+  'resume.retryAmbiguous': '--retry-ambiguous',
+  'resume.verify': '--verify',
+  'output.logLevel': '--log-level',
+  'service.baseUrl': '--base-url',
+};
+
+/** Names an option by the flag that sets it (or by its path when no flag does). */
+export const flagLabel: OptionLabel = (optionPath) => FLAG_OF_OPTION[optionPath] ?? optionPath;
+
+/** A whole number flag (any sign: the range is the option's to check), or undefined when absent. */
+export function intFlag(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);
-  if (!/^\s*-?\d+\s*$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new UsageError(
-      `--${name} must be a whole number from ${min}${max < Number.MAX_SAFE_INTEGER ? ` to ${max}` : ''}, got "${raw}"`,
-    );
+  if (!/^\s*-?\d+\s*$/.test(raw) || !Number.isSafeInteger(value)) {
+    throw new OptionError(`--${name}`, 'a whole number', raw);
   }
   return value;
 }
@@ -73,22 +93,51 @@ export function secondsFlag(name: string, raw: string | undefined): number | und
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(value) || value <= 0) {
-    throw new UsageError(`--${name} must be a positive number of seconds, got "${raw}"`);
+    throw new OptionError(`--${name}`, 'a positive number of seconds', raw);
   }
   return Math.round(value * 1000);
 }
 
-/** `--shard K/N`, or undefined. */
-export function shardFlag(raw: string | undefined): Shard | undefined {
-  return raw === undefined ? undefined : parseShard(raw);
+/** The flags of `run` and `plan` as `parseArgs` gives them. */
+export interface RunFlagValues {
+  out?: string | undefined;
+  concurrency?: string | undefined;
+  'retry-failed'?: boolean | undefined;
+  'retry-ambiguous'?: boolean | undefined;
+  'job-timeout'?: string | undefined;
+  'log-level'?: string | undefined;
+  shard?: string | undefined;
+  'max-submissions'?: string | undefined;
+  'strip-metadata'?: boolean | undefined;
+  'max-side'?: string | undefined;
+  verify?: boolean | undefined;
 }
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-/** `--log-level`, checked. */
-export function logLevelFlag(raw: string | undefined): string | undefined {
-  if (raw !== undefined && !LOG_LEVELS.includes(raw)) {
-    throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
-  }
-  return raw;
+/** Maps `run`'s (and `plan`'s) flags onto run options (unchecked but for the flags' syntax). */
+export function runFlagOptions(manifest: string, cwd: string, values: RunFlagValues): PlanOptions {
+  const defined = <T extends object>(o: T) =>
+    Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as {
+      [K in keyof T]: Exclude<T[K], undefined>;
+    };
+  return {
+    manifest,
+    cwd,
+    ...(values.out !== undefined ? { out: values.out } : {}),
+    limits: defined({
+      concurrency: intFlag('concurrency', values.concurrency),
+      maxSubmissions: intFlag('max-submissions', values['max-submissions']),
+      jobTimeoutMs: secondsFlag('job-timeout', values['job-timeout']),
+      shard: values.shard === undefined ? undefined : parseShard(values.shard),
+    }),
+    preflight: defined({
+      maxSide: intFlag('max-side', values['max-side']),
+      stripMetadata: values['strip-metadata'],
+    }),
+    resume: defined({
+      retryFailed: values['retry-failed'],
+      retryAmbiguous: values['retry-ambiguous'],
+      verify: values.verify,
+    }),
+    output: defined({ logLevel: values['log-level'] }),
+  };
 }

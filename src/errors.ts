@@ -54,6 +54,17 @@ export class StateError extends KitchenError {}
 /** The service refused the run (401/403) or stayed unreachable: exit 3, state saved. */
 export class ServiceRefusedError extends KitchenError {}
 
+/**
+ * A downloaded result that does not decode as an image (a body cut short without any transport
+ * error, or garbage behind valid magic bytes). Local evidence, not a service answer: retried like
+ * a failed download, and the item is `incomplete/download_failed` when retries run out.
+ */
+export class ResultDecodeError extends KitchenError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('bad_result', message, options);
+  }
+}
+
 /** SIGINT/SIGTERM: exit 130, state saved. */
 export class InterruptedError extends KitchenError {
   constructor(signal: string) {
@@ -68,7 +79,7 @@ export class InterruptedError extends KitchenError {
  */
 export class PartialRunError extends KitchenError {}
 
-/** Exit codes of the contract. */
+/** Exit codes (docs/contract.md#exit-codes). */
 export const EXIT = {
   ok: 0,
   partial: 1,
@@ -77,7 +88,7 @@ export const EXIT = {
   interrupted: 130,
 } as const;
 
-/** Maps any thrown value to the contract's exit code. */
+/** Maps any thrown value to its exit code (docs/contract.md#exit-codes). */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof InterruptedError) return EXIT.interrupted;
   if (error instanceof ServiceRefusedError) return EXIT.service;

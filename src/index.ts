@@ -8,9 +8,19 @@ export { ApiError, KitchenClient, RateGovernor } from './api/index.js';
 export * from './errors.js';
 export { readManifest } from './manifest/index.js';
 export type { ProgressCounts, RunEvent } from './pipeline/events.js';
-export type { PreflightOptions, PreflightResult } from './pipeline/preflight.js';
-export { createPreflighter } from './pipeline/preflight.js';
-export { type RunOptions, type RunResult, runBatch } from './pipeline/run.js';
+export type {
+  LimitOptions,
+  OutputOptions,
+  PreflightRunOptions,
+  ResumeOptions,
+  RunOptions,
+  ServiceOptions,
+  SignalOptions,
+  TimingOptions,
+} from './pipeline/options.js';
+export type { PreflightOptions, PreflightResult } from './pipeline/preflight/index.js';
+export { createPreflighter } from './pipeline/preflight/index.js';
+export { type RunResult, runBatch } from './pipeline/run.js';
 export type { Sandbox, SandboxOptions } from './sandbox/index.js';
 export { startSandbox } from './sandbox/index.js';
 export type * from './types.js';

@@ -7,7 +7,7 @@
 export const MODULES = ['change-style', 'kitchen-configurator'] as const;
 export type ModuleId = (typeof MODULES)[number];
 
-/** Rejection codes of the contract (`status: rejected`). */
+/** Rejection codes of `status: rejected` (docs/contract.md#rejection-codes). */
 export const REJECT_CODES = [
   'file_not_found',
   'unsupported_format',
@@ -82,7 +82,7 @@ export interface ReportTotals {
   possible_duplicates: number;
 }
 
-/** Counters of a run beyond the contract's fields; shown by the HTML report and the summary. */
+/** Counters of a run beyond the contract's fields (docs/contract.md#run-stats); shown by the HTML report and the summary. */
 export interface RunStats {
   duration_ms: number;
   requests: number;

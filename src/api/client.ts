@@ -6,6 +6,8 @@ import https from 'node:https';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import got, { type Got, RequestError, type Response, TimeoutError } from 'got';
+import { isLocalFsError } from '../util/fs.js';
+import { sniffImage, type UploadFormat } from '../util/image-format.js';
 import { ApiError, type ApiRequestInfo, httpError, protocolError, transportError } from './errors.js';
 import { parseRetryAfter } from './retry-after.js';
 import { type Job, parseErrorBody, parseJobEnvelope, parseStyles, type Style, WireError } from './wire.js';
@@ -51,7 +53,7 @@ export interface DownloadedFile {
   bytes: number;
   sha256: string;
   /** Format sniffed from the magic bytes. */
-  format: 'jpeg' | 'png' | 'webp';
+  format: UploadFormat;
   contentType: string | null;
 }
 
@@ -76,7 +78,7 @@ export class KitchenClient {
     this.#downloadTimeoutMs = options.downloadTimeoutMs ?? 300_000;
     this.#uploadTimeoutMs = options.uploadTimeoutMs ?? 120_000;
     // Polls reuse connections. POSTs do not: a stale keep-alive socket reset under a POST is
-    // indistinguishable from a reset after the service took the job (FAULTS B.10), and every
+    // indistinguishable from a reset after the service took the job (docs/faults.md B.10), and every
     // such case costs the user a `submit_unknown`. One extra handshake per paid job is cheaper.
     this.#keepAlive = {
       http: new http.Agent({ keepAlive: true, maxSockets: 64, timeout: 30_000 }),
@@ -332,44 +334,10 @@ function redactedCause(error: RequestError): Error {
   return safe;
 }
 
-const LOCAL_FS_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE']);
-
-/** An error from writing the local file (it carries a syscall), as opposed to the network. */
-export function isLocalFsError(error: unknown): error is NodeJS.ErrnoException {
-  const e = error as NodeJS.ErrnoException | undefined;
-  return typeof e?.code === 'string' && LOCAL_FS_CODES.has(e.code) && typeof e.syscall === 'string';
-}
-
 class ResultTooLargeError extends Error {
   constructor(max: number) {
     super(`over ${max} bytes`);
   }
-}
-
-/** JPEG, PNG or WebP by magic bytes; null for anything else. */
-export function sniffImage(head: Uint8Array): DownloadedFile['format'] | null {
-  if (head.length >= 3 && head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'jpeg';
-  if (
-    head.length >= 8 &&
-    head[0] === 0x89 &&
-    head[1] === 0x50 &&
-    head[2] === 0x4e &&
-    head[3] === 0x47 &&
-    head[4] === 0x0d &&
-    head[5] === 0x0a &&
-    head[6] === 0x1a &&
-    head[7] === 0x0a
-  ) {
-    return 'png';
-  }
-  if (
-    head.length >= 12 &&
-    Buffer.from(head.subarray(0, 4)).toString('latin1') === 'RIFF' &&
-    Buffer.from(head.subarray(8, 12)).toString('latin1') === 'WEBP'
-  ) {
-    return 'webp';
-  }
-  return null;
 }
 
 /** Trims trailing slashes and checks the scheme, so `${base}/v1/...` is always right. */

@@ -1,24 +1,17 @@
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
-import { ApiError } from '../api/errors.js';
-import type { Priority, RateGovernor } from '../api/governor.js';
+import { monotonicMs, sleep } from '../util/time.js';
+import { ApiError } from './errors.js';
+import type { Priority, RateGovernor } from './governor.js';
 import {
-  type BackoffOptions,
   backoffDelay,
   isRetryable,
   MAX_RETRY_AFTER_MS,
   type RequestKind,
+  type RetryOptions,
+  retryBudget,
   retryDelay,
-} from '../api/policy.js';
-import { monotonicMs, sleep } from '../util/time.js';
-
-/** Retry budget of one service call. */
-export interface RetryOptions extends BackoffOptions {
-  /** Retries of transient failures (429s do not count). @default 6 */
-  retries?: number;
-  /** Total time one call may spend retrying, 429 storms included. @default 600_000 */
-  maxRetryTimeMs?: number;
-}
+} from './policy.js';
 
 /** Counters the report and the progress line show. */
 export interface ServiceStats {
@@ -28,72 +21,97 @@ export interface ServiceStats {
   successes: number;
 }
 
+/** Options of {@link ServiceGate}. */
+export interface GateOptions {
+  /** Retry budget and backoff. */
+  retry?: RetryOptions;
+  /** No answer from the service for this long while calls keep failing: it counts as unreachable. @default 120_000 */
+  unreachableMs?: number;
+}
+
+/** Per-call options of {@link ServiceGate.call}. */
+export interface CallOptions {
+  /** The soft stop: no new attempt starts once it aborts, and waits end early. */
+  signal?: AbortSignal;
+  /** Names the item in retry log lines. */
+  label?: string;
+  /**
+   * Runs before every attempt, before the rate slot is taken (so a slot is never held while it
+   * waits): the poll stage waits for the job's turn here and checks its timeout.
+   */
+  beforeAttempt?: () => Promise<void>;
+}
+
+const PRIORITY: Record<Exclude<RequestKind, 'download'>, Priority> = {
+  submit: 'submit',
+  'submit-ambiguous': 'submit',
+  poll: 'poll',
+  styles: 'poll',
+};
+
 /**
  * The pipeline's one door to the service: every request passes the shared rate governor and the one
  * retry policy (p-retry with our classifier and our delays: Retry-After first, else full-jitter
  * backoff). 429s pause the whole client through the governor and do not use up the retry budget.
+ * Result downloads are not rate limited, but wait out a 429 pause too.
  */
 export class ServiceGate {
   readonly stats: ServiceStats = { requests: 0, retries: 0, rateLimited: 0, successes: 0 };
-  /** Monotonic time of the last answer from the service (any status but 5xx/429 counts as alive). */
-  lastAliveAt = Number.NEGATIVE_INFINITY;
   readonly #governor: RateGovernor;
   readonly #retry: RetryOptions;
+  readonly #unreachableMs: number;
   readonly #logger: Logger;
+  readonly #createdAt = monotonicMs();
+  /** Monotonic time of the last answer from the service (any status but 5xx/429 counts as alive). */
+  #lastAliveAt = Number.NEGATIVE_INFINITY;
   #consecutive429 = 0;
 
-  constructor(governor: RateGovernor, retry: RetryOptions, logger: Logger) {
+  constructor(governor: RateGovernor, logger: Logger, options: GateOptions = {}) {
     this.#governor = governor;
-    this.#retry = retry;
+    this.#retry = options.retry ?? {};
+    this.#unreachableMs = options.unreachableMs ?? 120_000;
     this.#logger = logger;
   }
 
+  /** The request rate the governor allows now, per second. */
+  get rate(): number {
+    return this.#governor.rate;
+  }
+
   /**
-   * Runs `attempt` under the governor and the retry policy.
-   * @param retryable decides which failures are retried; defaults to the classifier for `kind`.
+   * True when calls keep failing and the service has said nothing for `unreachableMs` (or has never
+   * answered at all): the run should end with exit 3 rather than mark every item incomplete.
    */
-  async call<T>(
-    kind: RequestKind,
-    priority: Priority,
-    attempt: (signal: AbortSignal | undefined) => Promise<T>,
-    options: { signal?: AbortSignal; label?: string; retryable?: (error: unknown) => boolean } = {},
-  ): Promise<T> {
-    const retryable = options.retryable ?? ((error: unknown) => isRetryable(error, kind));
+  get unreachable(): boolean {
+    const silentFor = monotonicMs() - Math.max(this.#lastAliveAt, this.#createdAt);
+    return silentFor >= this.#unreachableMs || this.stats.successes === 0;
+  }
+
+  /** Runs `attempt` under the governor and the retry policy for `kind`. */
+  async call<T>(kind: RequestKind, attempt: () => Promise<T>, options: CallOptions = {}): Promise<T> {
+    const { signal } = options;
+    const retryable = (error: unknown) => !signal?.aborted && isRetryable(error, kind);
     const gated = async () => {
-      if (kind === 'download') await this.#governor.waitForPause(options.signal);
-      else await this.#governor.acquire(priority, options.signal);
+      await options.beforeAttempt?.();
+      if (kind === 'download') await this.#governor.waitForPause(signal);
+      else await this.#governor.acquire(PRIORITY[kind], signal);
       this.stats.requests++;
       try {
-        const result = await attempt(options.signal);
+        const result = await attempt();
         this.stats.successes++;
         this.#consecutive429 = 0;
-        this.lastAliveAt = monotonicMs();
+        this.#lastAliveAt = monotonicMs();
         if (kind !== 'download') this.#governor.onSuccess();
         return result;
       } catch (error) {
-        if (error instanceof ApiError && error.rateLimited) {
-          this.stats.rateLimited++;
-          this.#consecutive429++;
-          // The whole client waits: the governor pauses every request, this caller's next one included.
-          const fallback = backoffDelay(this.#consecutive429 - 1, this.#retry);
-          const retryAfter =
-            error.retryAfterMs === undefined ? undefined : Math.min(error.retryAfterMs, MAX_RETRY_AFTER_MS);
-          if (error.retryAfterMs !== undefined && error.retryAfterMs > MAX_RETRY_AFTER_MS) {
-            this.#logger.warn(
-              { event: 'retry_after_capped', retry_after_ms: error.retryAfterMs, cap_ms: MAX_RETRY_AFTER_MS },
-              'Retry-After is absurdly long; waiting the cap instead',
-            );
-          }
-          this.#governor.onRateLimited(retryAfter, fallback);
-        } else if (error instanceof ApiError && error.kind === 'http' && (error.status ?? 500) < 500) {
-          this.lastAliveAt = monotonicMs();
-        }
+        this.#observe(error);
         throw error;
       }
     };
+    const { retries, maxRetryTime } = retryBudget(kind, this.#retry);
     return pRetry(gated, {
-      retries: this.#retry.retries ?? 6,
-      maxRetryTime: this.#retry.maxRetryTimeMs ?? 600_000,
+      retries,
+      maxRetryTime,
       minTimeout: 0,
       maxTimeout: 0,
       factor: 1,
@@ -101,9 +119,9 @@ export class ServiceGate {
       // which would drop the answer of a POST that was already accepted (a job id lost = a duplicate
       // charge on the rerun). The stop is honoured before each attempt and during each wait instead.
       shouldConsumeRetry: ({ error }) => !(error instanceof ApiError && error.rateLimited),
-      shouldRetry: ({ error }) => !options.signal?.aborted && retryable(error),
+      shouldRetry: ({ error }) => retryable(error),
       onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
-        if (options.signal?.aborted || !retryable(error) || retriesLeft <= 0) return;
+        if (!retryable(error) || retriesLeft <= 0) return;
         this.stats.retries++;
         const api = error instanceof ApiError ? error : undefined;
         const ms = api?.rateLimited
@@ -115,16 +133,38 @@ export class ServiceGate {
             kind,
             item: options.label,
             attempt: attemptNumber,
-            reason: api ? api.code : String(error),
+            reason: api ? api.code : (error as { code?: unknown }).code,
             status: api?.status,
             errno: api?.errno,
             delay_ms: ms,
           },
-          `retrying ${kind}: ${(error as Error).message}`,
+          `retrying ${kind}: ${error.message}`,
         );
         // After a 429 the governor's pause holds the next attempt back (and everyone else's).
-        if (!api?.rateLimited) await sleep(ms, options.signal);
+        if (!api?.rateLimited) await sleep(ms, signal);
       },
     });
+  }
+
+  /** What a failed attempt tells about the service: a 429 pauses everyone; a 4xx proves it is up. */
+  #observe(error: unknown): void {
+    if (!(error instanceof ApiError)) return;
+    if (error.rateLimited) {
+      this.stats.rateLimited++;
+      this.#consecutive429++;
+      // The whole client waits: the governor pauses every request, this caller's next one included.
+      const fallback = backoffDelay(this.#consecutive429 - 1, this.#retry);
+      const retryAfter =
+        error.retryAfterMs === undefined ? undefined : Math.min(error.retryAfterMs, MAX_RETRY_AFTER_MS);
+      if (error.retryAfterMs !== undefined && error.retryAfterMs > MAX_RETRY_AFTER_MS) {
+        this.#logger.warn(
+          { event: 'retry_after_capped', retry_after_ms: error.retryAfterMs, cap_ms: MAX_RETRY_AFTER_MS },
+          'Retry-After is absurdly long; waiting the cap instead',
+        );
+      }
+      this.#governor.onRateLimited(retryAfter, fallback);
+    } else if (error.kind === 'http' && (error.status ?? 500) < 500) {
+      this.#lastAliveAt = monotonicMs();
+    }
   }
 }

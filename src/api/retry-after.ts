@@ -1,7 +1,7 @@
 /**
  * `Retry-After` as the service may send it: delta-seconds or an HTTP-date. An HTTP-date is measured
  * against the response's own `Date` header when there is one, so a client whose clock is hours off
- * (FAULTS J.44) still waits the time the server meant. Also accepts `retry-after-ms`.
+ * (docs/faults.md J.44) still waits the time the server meant. Also accepts `retry-after-ms`.
  *
  * Returns milliseconds, or `undefined` for anything unusable (missing, garbage, negative, a date in
  * the past): the caller then falls back to its computed backoff, never to a 0 ms loop.

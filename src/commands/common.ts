@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { ParseArgsConfig } from 'node:util';
 import { KitchenClient } from '../api/client.js';
-import { ApiError } from '../api/errors.js';
 import type { Style } from '../api/wire.js';
 import { serviceConfig } from '../config.js';
-import { ServiceRefusedError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
+import { stylesFailure } from '../pipeline/outcomes.js';
 import { startSandbox } from '../sandbox/index.js';
 
 /** What every command gets instead of reaching for globals (tests pass their own). */
@@ -67,22 +67,17 @@ export async function serviceTarget(
 }
 
 /**
- * `GET /v1/styles` once, then closes the target. A refused key or an unreachable service is a
- * {@link ServiceRefusedError} (exit 3); `null` when the answer's shape is not understood.
+ * `GET /v1/styles` once (no retries: a command a person waits for), then closes the target. A
+ * refused key or an unreachable service is a `ServiceRefusedError` (exit 3), as in a run; any other
+ * refusal is thrown as it is. `null` when the answer's shape is not understood.
  */
 export async function fetchStyles(service: ServiceTarget): Promise<Style[] | null> {
   const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
   try {
     return await client.listStyles();
   } catch (error) {
-    if (error instanceof ApiError && (error.auth || error.transient)) {
-      throw new ServiceRefusedError(
-        error.auth ? 'unauthorized' : 'unreachable',
-        `cannot list styles: ${error.message}`,
-        { cause: error },
-      );
-    }
-    throw error;
+    const outcome = stylesFailure(error, service.baseUrl);
+    throw outcome.kind === 'fatal' ? outcome.error : error;
   } finally {
     client.close();
     await service.close();

@@ -1,14 +1,16 @@
 import path from 'node:path';
+import { flagLabel } from '../config.js';
 import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, readManifest } from '../manifest/index.js';
+import { resolvePlanOptions } from '../pipeline/options.js';
 import { type Decision, decide } from '../pipeline/plan.js';
-import { createPreflighter, describePreflight } from '../pipeline/preflight.js';
+import { createPreflighter, describePreflight } from '../pipeline/preflight/index.js';
 import { inShard } from '../pipeline/shard.js';
 import { readJournal } from '../state/journal.js';
 import { foldJournal } from '../state/state.js';
 import type { Item } from '../types.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
-import { parseRunArgs, runFlagOptions } from './run.js';
+import { parseRunArgs } from './run.js';
 
 /** One row of the plan. */
 export interface PlanRow {
@@ -29,22 +31,16 @@ export interface PlanRow {
  */
 export async function planCommand(args: string[], deps: CommandDeps): Promise<number> {
   // The same flags as `run`, checked the same way: `plan` is the run stopped before submitting.
-  const { manifest: manifestPath, values } = parseRunArgs(args, 'plan');
-  const flags = runFlagOptions(values);
-  const { shard, maxSubmissions, maxSide } = flags;
+  const { input, values } = parseRunArgs(args, 'plan', deps);
+  const options = resolvePlanOptions(input, flagLabel);
+  const { outDir, manifest: manifestPath } = options;
+  const { shard, maxSubmissions } = options.limits;
   const manifest = await readManifest(manifestPath, { cwd: deps.cwd });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
-  const outDir = path.resolve(
-    deps.cwd,
-    values.out ?? path.join('output', path.basename(manifestPath).replace(/\.[^.]+$/, '')),
-  );
   const styles = await fetchStyleKeys(values, deps);
   const { records } = await readJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
   const states = foldJournal(records);
-  const preflighter = createPreflighter({
-    stripMetadata: flags.stripMetadata,
-    ...(maxSide !== undefined ? { maxSide } : {}),
-  });
+  const preflighter = createPreflighter(options.preflight);
   const rows: PlanRow[] = [];
   let submits = 0;
   try {
@@ -57,15 +53,15 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
           preflighter,
           state: states.get(item.id),
           outDir,
-          retryFailed: flags.retryFailed,
-          verify: flags.verify,
+          retryFailed: options.resume.retryFailed,
+          verify: options.resume.verify,
         }),
       ] as const;
     });
     for (const [item, decision] of decisions) {
       let row = planRow(item, decision);
       if (row.action === 'submit' || row.action === 'resubmit') {
-        if (maxSubmissions !== undefined && submits >= maxSubmissions) row = { ...row, action: 'over_limit' };
+        if (maxSubmissions !== null && submits >= maxSubmissions) row = { ...row, action: 'over_limit' };
         else submits++;
       }
       rows.push(row);

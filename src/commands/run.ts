@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
-import { intFlag, logLevelFlag, secondsFlag, shardFlag } from '../config.js';
+import { flagLabel, runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
+import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { runBatch } from '../pipeline/run.js';
 import type { Report } from '../types.js';
 import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
@@ -24,10 +25,12 @@ export const RUN_FLAGS = {
   verify: { type: 'boolean' },
 } as const;
 
-type RunFlagValues = ReturnType<typeof parseRunArgs>['values'];
-
-/** Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags. */
-export function parseRunArgs(args: string[], command: 'run' | 'plan') {
+/**
+ * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
+ * Both commands check them with `resolvePlanOptions` (exit 2 naming the flag) before any file or
+ * network is touched, so a `run` command line turned into `plan` fails the same way.
+ */
+export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: CommandDeps) {
   const { values, positionals } = parseArgs({
     args,
     options: RUN_FLAGS,
@@ -38,55 +41,31 @@ export function parseRunArgs(args: string[], command: 'run' | 'plan') {
   if (!manifest || positionals.length > 1) {
     throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);
   }
-  return { manifest, values };
-}
-
-/**
- * The run options the flags set, each checked (exit 2 naming the flag) before any file or network
- * is touched. `plan` checks them too, so a `run` command line turned into `plan` fails the same way.
- */
-export function runFlagOptions(values: RunFlagValues) {
-  const concurrency = intFlag('concurrency', values.concurrency, 1, 1000);
-  const maxSubmissions = intFlag('max-submissions', values['max-submissions'], 0);
-  const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
-  const shard = shardFlag(values.shard);
-  const maxSide = intFlag('max-side', values['max-side'], 64, 16384);
-  const logLevel = logLevelFlag(values['log-level']);
-  return {
-    ...(values.out !== undefined ? { out: values.out } : {}),
-    ...(concurrency !== undefined ? { concurrency } : {}),
-    ...(maxSubmissions !== undefined ? { maxSubmissions } : {}),
-    ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
-    ...(shard ? { shard } : {}),
-    ...(maxSide !== undefined ? { maxSide } : {}),
-    ...(logLevel !== undefined ? { logLevel } : {}),
-    retryFailed: values['retry-failed'] ?? false,
-    retryAmbiguous: values['retry-ambiguous'] ?? false,
-    stripMetadata: values['strip-metadata'] ?? false,
-    verify: values.verify ?? false,
-  };
+  return { input: runFlagOptions(manifest, deps.cwd, values), values };
 }
 
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { manifest, values } = parseRunArgs(args, 'run');
-  const flags = runFlagOptions(values);
-  const service = (await serviceTarget(values, deps, true))!;
+  const { input, values } = parseRunArgs(args, 'run', deps);
   const progress = new ProgressPrinter({
     stream: deps.stderr,
     mode: values['no-progress'] ? 'off' : deps.stderr.isTTY ? 'tty' : 'plain',
   });
-  try {
-    const result = await runBatch({
-      manifest,
-      cwd: deps.cwd,
-      baseUrl: service.baseUrl,
-      apiKey: service.apiKey,
-      ...flags,
-      ...(deps.signal ? { signal: deps.signal } : {}),
-      ...(deps.hardSignal ? { hardSignal: deps.hardSignal } : {}),
+  const options = resolvePlanOptions(
+    {
+      ...input,
+      signals: {
+        ...(deps.signal ? { stop: deps.signal } : {}),
+        ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
+      },
       onEvent: progress.handle,
-    });
+    },
+    flagLabel,
+  );
+  const service = (await serviceTarget(values, deps, true))!;
+  try {
+    const target = { baseUrl: service.baseUrl, apiKey: service.apiKey };
+    const result = await runBatch(withService(options, target, flagLabel));
     progress.finish();
     deps.stdout.write(
       summary(result.report, result.outDir, result.exitCode, values.json ?? false, service.sandbox),
@@ -97,7 +76,6 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     await service.close();
   }
 }
-
 /** The end-of-run summary on stdout: human lines, or one JSON object with --json. */
 export function summary(
   report: Report,

@@ -1,5 +1,5 @@
 /**
- * Streams a CSV manifest (FAULTS group G, measured with csv-parse 7.0.3). The file is never held
+ * Streams a CSV manifest (docs/faults.md section G, measured with csv-parse 7.0.3). The file is never held
  * whole: records are parsed from a read stream and yielded one at a time.
  *
  * Records are parsed as arrays, not objects, because csv-parse's `columns: true` silently keeps

@@ -66,7 +66,7 @@ function parseStyles(value: unknown): string[] | string {
   return styles;
 }
 
-/** Type-checks a row's fields against the contract. */
+/** Type-checks a row's fields against the manifest format (docs/contract.md#manifest). */
 function checkRow(row: RawRow, warn: Warn): CheckedRow {
   const f = row.fields;
   const out: CheckedRow = { module: 'change-style', styles: [] };

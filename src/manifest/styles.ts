@@ -1,6 +1,6 @@
 /**
  * Style keys against the service's list (`GET /v1/styles`). Pure functions: the caller fetches
- * the list; an unknown style is rejected before anything is submitted (FAULTS case 40), with a
+ * the list; an unknown style is rejected before anything is submitted (docs/faults.md H.40), with a
  * suggestion so a typo costs the user one edit, not a lookup.
  */
 import type { Item } from '../types.js';

@@ -5,10 +5,10 @@ import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
 import { sha256File } from '../util/fs.js';
 import { fingerprint } from './fingerprint.js';
-import type { Preflighter, PreflightResult } from './preflight.js';
+import type { Preflighter, PreflightResult } from './preflight/index.js';
 
 /** A preflight that passed: what gets uploaded. */
-export type Prepared = Extract<PreflightResult, { ok: true }>;
+export type PreparedUpload = Extract<PreflightResult, { ok: true }>;
 
 /** What a run will do with one item, decided from the manifest row, the image and the journal. */
 export type Decision = { fp: string; src: SourceIdentity; preflight: PreflightResult | null } & (
@@ -16,7 +16,7 @@ export type Decision = { fp: string; src: SourceIdentity; preflight: PreflightRe
   | { action: 'skip'; reason: 'done' | 'failed' }
   | { action: 'download' }
   | { action: 'poll'; jobId: string }
-  | { action: 'submit'; prepared: Prepared; again: boolean }
+  | { action: 'submit'; upload: PreparedUpload; again: boolean }
 );
 
 /** What {@link decide} needs besides the item. */
@@ -34,7 +34,10 @@ export interface DecideDeps {
 
 /**
  * Decides what to do with an item. Shared by `run` and `plan` (which stops here), so the plan shows
- * exactly what a run would do. Reads files but writes nothing.
+ * exactly what a run would do. It reads files: the source image (stat, and its bytes unless the
+ * journal's hash can be trusted), the result file of a finished item, and it runs the preflight,
+ * which writes the prepared upload into the preflighter's cache folder (`<out>/.prepared/` in a
+ * run). It writes nothing else: no journal record, no result.
  *
  * The source image's hash comes from the journal when its size and mtime are unchanged (as git does),
  * so a rerun of a finished 10,000-item run does not read 10,000 images again.
@@ -111,7 +114,7 @@ async function submitAfterPreflight(
 ): Promise<Decision> {
   const preflight = known ?? (await deps.preflighter.prepare(item.imagePath, deps.signal));
   if (!preflight.ok) return { ...base, preflight, action: 'reject', error: preflight.error };
-  return { ...base, preflight, action: 'submit', prepared: preflight, again };
+  return { ...base, preflight, action: 'submit', upload: preflight, again };
 }
 
 /** A finished result is intact when its size and mtime are as recorded (or, with `verify`, its sha256). */

@@ -1,5 +1,8 @@
 import { monotonicMs, sleep } from '../util/time.js';
 
+/** The floor between two polls of one job (docs/contract.md#poll-floor). */
+export const MIN_POLL_INTERVAL_MS = 2000;
+
 /** How many recent processing times the first-poll estimate looks at. */
 const SAMPLES = 200;
 /** Samples needed before the estimate replaces the spec's recommended interval. */
@@ -8,7 +11,7 @@ const MIN_SAMPLES = 3;
 const FIRST_POLL_MIN_MS = 100;
 
 /**
- * When to poll each job. Holds the contract's floor (never twice within `minIntervalMs` for one job,
+ * When to poll each job. Holds the 2 s floor of docs/contract.md#poll-floor (never twice within `minIntervalMs` for one job,
  * errors and re-polls included) and places the first poll of a job from the times jobs took so far
  * in the run, so a job costs few polls without its end being noticed late.
  *
@@ -24,7 +27,7 @@ export class PollScheduler {
   readonly #samples: number[] = [];
   readonly #now: () => number;
 
-  constructor(minIntervalMs: number, now: () => number = monotonicMs) {
+  constructor(minIntervalMs: number = MIN_POLL_INTERVAL_MS, now: () => number = monotonicMs) {
     this.#min = minIntervalMs;
     this.#now = now;
   }

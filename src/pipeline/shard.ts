@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { UsageError } from '../errors.js';
+import { OptionError } from '../util/validate.js';
 
 /** Part `index` (1-based) of `count`. */
 export interface Shard {
@@ -7,15 +7,28 @@ export interface Shard {
   count: number;
 }
 
-/** Parses `K/N` (1 ≤ K ≤ N). */
+const EXPECTED = 'K/N with 1 ≤ K ≤ N (e.g. 1/4)';
+
+/** Checks a shard (1 ≤ K ≤ N, whole numbers); `name` names it in the message. */
+export function checkShard(name: string, shard: Shard): Shard {
+  const { index, count } = shard;
+  if (
+    !Number.isSafeInteger(index) ||
+    !Number.isSafeInteger(count) ||
+    count < 1 ||
+    index < 1 ||
+    index > count
+  ) {
+    throw new OptionError(name, EXPECTED, `${index}/${count}`);
+  }
+  return shard;
+}
+
+/** Parses `K/N` (1 ≤ K ≤ N), as `--shard` gives it. */
 export function parseShard(text: string): Shard {
   const match = /^(\d+)\/(\d+)$/.exec(text.trim());
-  const index = match ? Number(match[1]) : Number.NaN;
-  const count = match ? Number(match[2]) : Number.NaN;
-  if (!match || count < 1 || index < 1 || index > count) {
-    throw new UsageError(`--shard must be K/N with 1 ≤ K ≤ N (e.g. 1/4), got "${text}"`);
-  }
-  return { index, count };
+  if (!match) throw new OptionError('--shard', EXPECTED, text);
+  return checkShard('--shard', { index: Number(match[1]), count: Number(match[2]) });
 }
 
 /** Whether an item belongs to a shard: a stable hash of its id, so every machine agrees. */

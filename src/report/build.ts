@@ -51,7 +51,7 @@ export function reportItem(state: ItemState): ReportItem {
   }
 }
 
-/** Totals of the contract, plus `possible_duplicates` (items with submissions > 1). */
+/** Totals of docs/contract.md#report-json, `possible_duplicates` included (items with submissions > 1). */
 export function totals(items: readonly ReportItem[]): ReportTotals {
   const t: ReportTotals = {
     items: items.length,

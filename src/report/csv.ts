@@ -1,6 +1,6 @@
 import type { Report } from '../types.js';
 
-/** Columns of report.csv, in the contract's order. */
+/** Columns of report.csv, in the order of docs/contract.md#report-csv. */
 export const REPORT_CSV_COLUMNS = [
   'id',
   'image',

@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { Report } from '../types.js';
 import { writeFileAtomic } from '../util/fs.js';
 import { reportCsv } from './csv.js';
-import { writeHtmlReport } from './html.js';
+import { writeHtmlReport } from './html/index.js';
 
 /** Options of {@link writeReports}. */
 export interface WriteReportsOptions {

@@ -1,5 +1,5 @@
 /**
- * Fault knobs of the sandbox (FAULTS.md, "Fault knobs the sandbox should offer") and the small
+ * Fault knobs of the sandbox (docs/faults.md, "Fault knobs the sandbox should offer") and the small
  * machinery they need: a seeded PRNG so a run's fault rolls can be replayed, and a token bucket.
  */
 
@@ -206,6 +206,14 @@ export function createRng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/**
+ * Whether a fault with this probability strikes. A probability of 0 draws nothing from `rng`, so
+ * turning a knob off leaves the rolls of the others (and a seed's replay) unchanged.
+ */
+export function roll(rng: () => number, probability: number): boolean {
+  return probability > 0 && rng() < probability;
 }
 
 /** A token bucket on the monotonic clock. */

@@ -3,9 +3,7 @@
  * so end-to-end tests can decode what they downloaded and tell two styles apart.
  */
 import sharp, { type OverlayOptions } from 'sharp';
-
-/** Image formats the service accepts, detected by content. */
-export type AcceptedFormat = 'jpeg' | 'png' | 'webp';
+import type { ModuleId } from '../types.js';
 
 /** A rendered result held in memory. */
 export interface RenderedImage {
@@ -16,19 +14,6 @@ export interface RenderedImage {
 
 /** Longest side of a result; the service answers with web-sized images. */
 const MAX_SIDE = 1024;
-
-/**
- * Detects JPEG, PNG or WebP by magic bytes. The extension and the part's Content-Type are
- * deliberately ignored: the spec's limit is on what the image is, not what it is called.
- */
-export function sniffImage(bytes: Uint8Array): AcceptedFormat | null {
-  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
-  const png = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
-  if (bytes.length >= 8 && png.every((b, i) => bytes[i] === b)) return 'png';
-  const ascii = (from: number, to: number) => Buffer.from(bytes.subarray(from, to)).toString('latin1');
-  if (bytes.length >= 12 && ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WEBP') return 'webp';
-  return null;
-}
 
 type Matrix = [[number, number, number], [number, number, number], [number, number, number]];
 
@@ -175,7 +160,7 @@ function vignetteSvg(width: number, height: number): Buffer {
  */
 export async function renderResult(
   input: Uint8Array,
-  module: 'change-style' | 'kitchen-configurator',
+  module: ModuleId,
   style: string | null,
 ): Promise<RenderedImage> {
   const look = module === 'kitchen-configurator' ? PHOTOREAL : (LOOKS[style ?? ''] ?? PHOTOREAL);

@@ -1,7 +1,7 @@
 /**
  * The style catalogue of the sandbox and the shapes `GET /v1/styles` can answer in. The spec leaves
  * the response shape "not shown", so the sandbox can serve every shape a real service might pick,
- * letting tests prove the client copes with each (FAULTS H.40).
+ * letting tests prove the client copes with each (docs/faults.md H.40).
  */
 
 /** Styles the sandbox accepts for change-style; keys are what manifests use. */

@@ -83,7 +83,7 @@ function isStale(holder: LockInfo): boolean {
 }
 
 /**
- * `kill(pid, 0)` succeeds on a zombie (a SIGKILLed process can linger ~2 s until reaped, FAULTS
+ * `kill(pid, 0)` succeeds on a zombie (a SIGKILLed process can linger ~2 s until reaped, docs/faults.md
  * E.26), so on Linux the process state in /proc decides.
  */
 export function isAlive(pid: number): boolean {

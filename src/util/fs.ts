@@ -52,3 +52,11 @@ export async function sha256File(file: string): Promise<string> {
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
   return hash.digest('hex');
 }
+
+const LOCAL_FS_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE']);
+
+/** An error from writing the local file (it carries a syscall), as opposed to the network. */
+export function isLocalFsError(error: unknown): error is NodeJS.ErrnoException {
+  const e = error as NodeJS.ErrnoException | undefined;
+  return typeof e?.code === 'string' && LOCAL_FS_CODES.has(e.code) && typeof e.syscall === 'string';
+}

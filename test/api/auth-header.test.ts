@@ -1,33 +1,22 @@
 /**
  * The key goes to the service as `Authorization: Bearer <key>` and nowhere else: never to the result
  * URL (same origin or redirected), never across a redirect away from the service, never into an
- * error a caller might print (CONTRACT "Rules", FAULTS D.23 and I.42).
+ * error a caller might print (docs/contract.md#rules, docs/faults.md D.23 and I.42).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { inspect } from 'node:util';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ApiError } from '../../src/api/errors.js';
-import {
-  API_KEY,
-  apiError,
-  client,
-  closeAll,
-  kitchenImage,
-  sandbox,
-  styleInput,
-  tempDir,
-  waitDone,
-} from './helpers.js';
+import { kitchenImage } from '../helpers/images.js';
+import { tempDirForTest } from '../helpers/tmp.js';
+import { API_KEY, apiError, client, sandbox, styleInput, waitDone } from './helpers.js';
 
 let jpeg: Buffer;
 
 beforeAll(async () => {
   jpeg = await kitchenImage({ width: 240, height: 180 });
 });
-
-afterEach(closeAll);
 
 /** Every header of every request a plain node:http server received, and what it answers. */
 interface Recorder {
@@ -91,7 +80,7 @@ describe('Authorization header', () => {
   it('is never sent to the result URL, although it lies on the service’s own origin', async () => {
     const { sb, c, url } = await succeeded();
     expect(new URL(url).origin).toBe(sb.url);
-    await c.downloadResult(url, path.join(await tempDir(), 'r.part'));
+    await c.downloadResult(url, (await tempDirForTest()).file('r.part'));
     expect(sb.stats.storageRequests).toHaveLength(1);
     for (const r of sb.stats.storageRequests) expect(r.headers.authorization).toBeUndefined();
     expect(
@@ -103,7 +92,7 @@ describe('Authorization header', () => {
   it('is never sent to the result URL nor to the origin it redirects to', async () => {
     const { sb, c, url } = await succeeded();
     sb.setFaults({ resultFault: 'redirect-cross-origin' });
-    await c.downloadResult(url, path.join(await tempDir(), 'r.part'));
+    await c.downloadResult(url, (await tempDirForTest()).file('r.part'));
     expect(sb.stats.storageRequests.map((r) => r.origin)).toEqual(['primary', 'secondary']);
     for (const r of sb.stats.storageRequests) expect(r.headers.authorization).toBeUndefined();
     expect(JSON.stringify(sb.stats.storageRequests)).not.toContain(API_KEY);
@@ -118,7 +107,7 @@ describe('Authorization header', () => {
     try {
       const file = await client(rec.url).downloadResult(
         `${rec.url}/v1/results/r.png`,
-        path.join(await tempDir(), 'r'),
+        (await tempDirForTest()).file('r'),
       );
       expect(file.format).toBe('png');
       expect(rec.seen.map((s) => s.headers.authorization)).toEqual([undefined]);

@@ -6,22 +6,14 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
-import path from 'node:path';
 import sharp from 'sharp';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { normaliseBaseUrl, sniffImage } from '../../src/api/client.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { normaliseBaseUrl } from '../../src/api/client.js';
 import { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from '../../src/sandbox/index.js';
-import {
-  API_KEY,
-  apiError,
-  client,
-  closeAll,
-  kitchenImage,
-  sandbox,
-  styleInput,
-  tempDir,
-  waitDone,
-} from './helpers.js';
+import { sniffImage } from '../../src/util/image-format.js';
+import { kitchenImage } from '../helpers/images.js';
+import { tempDirForTest } from '../helpers/tmp.js';
+import { API_KEY, apiError, client, sandbox, styleInput, waitDone } from './helpers.js';
 
 let jpeg: Buffer;
 let png: Buffer;
@@ -30,8 +22,6 @@ beforeAll(async () => {
   jpeg = await kitchenImage({ width: 320, height: 240 });
   png = await kitchenImage({ width: 300, height: 200, format: 'png' });
 });
-
-afterEach(closeAll);
 
 const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
 
@@ -59,7 +49,7 @@ describe('KitchenClient: happy path', () => {
     const url = done.imageUrl ?? '';
     expect(url.startsWith(`${sb.url}/storage/`)).toBe(true);
 
-    const dest = path.join(await tempDir(), 'result.part');
+    const dest = (await tempDirForTest()).file('result.part');
     const file = await c.downloadResult(url, dest);
     const written = await readFile(dest);
     expect(file.bytes).toBe(written.length);
@@ -85,7 +75,7 @@ describe('KitchenClient: happy path', () => {
     expect(created.module).toBe('kitchen-configurator');
     const done = await waitDone(c, created.id);
     expect(done.status).toBe('succeeded');
-    const dest = path.join(await tempDir(), 'result.part');
+    const dest = (await tempDirForTest()).file('result.part');
     const file = await c.downloadResult(done.imageUrl ?? '', dest);
     const meta = await sharp(await readFile(dest)).metadata();
     expect(meta.format).toBe(file.format);
@@ -314,7 +304,7 @@ describe('KitchenClient: 5xx, resets, refusals, hangs', () => {
     expect(sb.stats.createsByItem.get(`${sha256(jpeg)}|change-style|coastal`)).toBe(1);
   });
 
-  it('a reset mid-upload cannot be told apart from one after the body: also ambiguous (FAULTS B.9)', async () => {
+  it('a reset mid-upload cannot be told apart from one after the body: also ambiguous (B.9)', async () => {
     const sb = await sandbox({ faults: { resetRate: 1, resetWhen: 'mid-upload', resetOn: 'create' } });
     const error = await apiError(client(sb.url).createJob(styleInput(jpeg)));
     expect(error).toMatchObject({ kind: 'network', transient: true, mayHaveCreatedJob: true });
@@ -433,7 +423,7 @@ describe('KitchenClient: styles', () => {
 
 describe('KitchenClient: result downloads', () => {
   async function dest(): Promise<string> {
-    return path.join(await tempDir(), 'result.part');
+    return (await tempDirForTest()).file('result.part');
   }
 
   it('404 → ApiError status 404, file removed', async () => {

@@ -1,52 +1,24 @@
-/** Shared helpers of the client tests: a real sandbox per test, a client on it, real images, temp dirs. */
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+/** Shared helpers of the client tests: a real sandbox per test and a client on it, both closed after the test. */
+import { onTestFinished } from 'vitest';
 import { type ClientOptions, type CreateJobInput, KitchenClient } from '../../src/api/client.js';
 import { ApiError } from '../../src/api/errors.js';
 import type { Job } from '../../src/api/wire.js';
-import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
-
-export { kitchenImage } from '../sandbox/helpers.js';
+import type { Sandbox, SandboxOptions } from '../../src/sandbox/index.js';
+import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 
 /** A key that looks like a real one, unique per test file run, so a leak is easy to grep for. */
-export const API_KEY = `sk_canary_${randomBytes(8).toString('hex')}`;
+export const API_KEY = canaryKey();
 
-/** Everything a test opened; {@link closeAll} closes it in afterEach. */
-const open: Array<() => Promise<void> | void> = [];
-
-/** Starts a sandbox on a free loopback port with fast jobs and the canary key. */
-export async function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  const sb = await startSandbox({
-    port: 0,
-    apiKey: API_KEY,
-    processingMs: 40,
-    jitterMs: 0,
-    seed: 7,
-    ...options,
-  });
-  open.push(() => sb.close());
-  return sb;
+/** Starts a sandbox (closed after the test) with fast jobs, seed 7 and the canary key. */
+export function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+  return sandboxForTest({ apiKey: API_KEY, processingMs: 40, jitterMs: 0, seed: 7, ...options });
 }
 
-/** A client on `baseUrl` with the canary key (or the given one). */
+/** A client on `baseUrl` with the canary key (or the given one), closed after the test. */
 export function client(baseUrl: string, options: Partial<ClientOptions> = {}): KitchenClient {
   const c = new KitchenClient({ baseUrl, apiKey: API_KEY, ...options });
-  open.push(() => c.close());
+  onTestFinished(() => c.close());
   return c;
-}
-
-/** A temp folder removed after the test. */
-export async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kitchen-api-test-'));
-  open.push(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** Closes sandboxes, clients and temp dirs opened by the test, newest first. */
-export async function closeAll(): Promise<void> {
-  for (const close of open.splice(0).reverse()) await close();
 }
 
 /** A change-style submission of `image`. */

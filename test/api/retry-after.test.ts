@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseRetryAfter } from '../../src/api/retry-after.js';
 
 const SERVER_NOW = Date.parse('Wed, 21 Oct 2015 07:28:00 GMT');
-/** A local clock two hours ahead of the server (FAULTS J.44). */
+/** A local clock two hours ahead of the server (docs/faults.md J.44). */
 const SKEWED_LOCAL = SERVER_NOW + 2 * 3600_000;
 const DATE = 'Wed, 21 Oct 2015 07:28:00 GMT';
 

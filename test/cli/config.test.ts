@@ -1,17 +1,11 @@
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { intFlag, secondsFlag, serviceConfig } from '../../src/config.js';
+import { chmod, writeFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { flagLabel, intFlag, runFlagOptions, secondsFlag, serviceConfig } from '../../src/config.js';
 import { UsageError } from '../../src/errors.js';
+import { resolvePlanOptions } from '../../src/pipeline/options.js';
+import { useTempDir } from '../helpers/tmp.js';
 
-let dir: string;
-beforeEach(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'kb-config-'));
-});
-afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const tmp = useTempDir('kb-config-');
 
 describe('configuration', () => {
   it('reads the key from KITCHEN_API_KEY, and the URL from --base-url before KITCHEN_API_BASE_URL', () => {
@@ -26,7 +20,7 @@ describe('configuration', () => {
   });
 
   it('--api-key-file trims the trailing newline and warns when the file is world-readable', async () => {
-    const file = path.join(dir, 'key');
+    const file = tmp.file('key');
     await writeFile(file, 'sk_from_file\n');
     await chmod(file, 0o600);
     expect(serviceConfig({ 'api-key-file': file }, { KITCHEN_API_KEY: 'sk_env' })).toMatchObject({
@@ -40,14 +34,21 @@ describe('configuration', () => {
     expect(warnings[0]).not.toContain('sk_from_file');
     await writeFile(file, '\n');
     expect(() => serviceConfig({ 'api-key-file': file }, {})).toThrow(/empty/);
-    expect(() => serviceConfig({ 'api-key-file': path.join(dir, 'nope') }, {})).toThrow(/cannot read/);
+    expect(() => serviceConfig({ 'api-key-file': tmp.file('nope') }, {})).toThrow(/cannot read/);
   });
 
   it('numeric flags are checked with the flag named', () => {
-    expect(intFlag('concurrency', '4', 1)).toBe(4);
-    expect(intFlag('concurrency', undefined, 1)).toBeUndefined();
-    for (const bad of ['0', '-1', '1.5', 'x', ''])
-      expect(() => intFlag('concurrency', bad, 1), bad).toThrow(/--concurrency/);
+    expect(intFlag('concurrency', '4')).toBe(4);
+    expect(intFlag('concurrency', undefined)).toBeUndefined();
+    for (const bad of ['1.5', 'x', ''])
+      expect(() => intFlag('concurrency', bad), bad).toThrow(/--concurrency/);
+    // Out of range: refused by the run options, under the flag's name.
+    for (const bad of ['0', '-1', '1001']) {
+      const input = runFlagOptions('m.csv', '/w', { concurrency: bad });
+      expect(() => resolvePlanOptions(input, flagLabel), bad).toThrow(
+        /^--concurrency: expected a whole number from 1 to 1000/,
+      );
+    }
     expect(secondsFlag('job-timeout', '1.5')).toBe(1500);
     for (const bad of ['0', '-3', 'soon'])
       expect(() => secondsFlag('job-timeout', bad), bad).toThrow(/--job-timeout/);

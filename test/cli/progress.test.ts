@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatCounts, ProgressPrinter } from '../../src/commands/progress.js';
 import type { ProgressCounts } from '../../src/pipeline/events.js';
+import { textSink } from '../helpers/cli.js';
 
 const counts = (over: Partial<ProgressCounts> = {}): ProgressCounts => ({
   total: 10,
@@ -20,11 +21,6 @@ const counts = (over: Partial<ProgressCounts> = {}): ProgressCounts => ({
   ...over,
 });
 
-function sink(isTTY: boolean) {
-  let text = '';
-  return { write: (s: string) => (text += s), isTTY, text: () => text };
-}
-
 describe('progress on stderr', () => {
   it('shows counts by state, jobs/min, 429s and an ETA', () => {
     const line = formatCounts(counts());
@@ -36,7 +32,7 @@ describe('progress on stderr', () => {
   });
 
   it('redraws one line on a terminal, prints a plain line every 30 s for cron, nothing with --no-progress', () => {
-    const tty = sink(true);
+    const tty = textSink(true);
     const live = new ProgressPrinter({ stream: tty, mode: 'tty' });
     live.handle({ type: 'progress', counts: counts() });
     live.handle({ type: 'progress', counts: counts({ succeeded: 3 }) });
@@ -44,13 +40,13 @@ describe('progress on stderr', () => {
     expect(tty.text().split('\r\u001b[2K')).toHaveLength(3); // two redraws of one line
     expect(tty.text().endsWith('\n')).toBe(true);
 
-    const cron = sink(false);
+    const cron = textSink(false);
     const plain = new ProgressPrinter({ stream: cron, mode: 'plain' });
     for (let s = 0; s <= 90; s += 1)
       plain.handle({ type: 'progress', counts: counts({ elapsedMs: s * 1000 }) });
     expect(cron.text().trim().split('\n')).toHaveLength(3); // at 30, 60 and 90 s
 
-    const quiet = sink(false);
+    const quiet = textSink(false);
     const off = new ProgressPrinter({ stream: quiet, mode: 'off' });
     off.handle({ type: 'progress', counts: counts() });
     off.handle({ type: 'warning', message: 'heads up' });

@@ -2,18 +2,17 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServiceRefusedError } from '../../src/errors.js';
-import { allFiles, createRequests, thrown, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
+import { createRequests } from '../helpers/sandbox.js';
+import { allFiles } from '../helpers/tmp.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 describe('run: auth and secrets', () => {
   it('a wrong key ends the run with ServiceRefusedError (exit 3) before anything is submitted', async () => {
     ws = await workspace({ items: 2 });
-    const error = await thrown(() => ws!.run({ apiKey: 'sk_wrong_key' }));
+    const error = await thrown(() => ws!.run({ service: { apiKey: 'sk_wrong_key' } }));
     expect(error).toBeInstanceOf(ServiceRefusedError);
     expect(createRequests(ws.sandbox)).toBe(0);
     expect((error as Error).message).not.toContain('sk_wrong_key');
@@ -24,7 +23,7 @@ describe('run: auth and secrets', () => {
       items: 6,
       sandbox: { faults: { failCreateWith: { status: 401, code: 'unauthorized' } } },
     });
-    const error = await thrown(() => ws!.run({ concurrency: 1 }));
+    const error = await thrown(() => ws!.run({ limits: { concurrency: 1 } }));
     expect(error).toBeInstanceOf(ServiceRefusedError);
     expect(createRequests(ws.sandbox)).toBe(1);
     const report = await ws.report();
@@ -41,10 +40,10 @@ describe('run: auth and secrets', () => {
       },
       extraRows: ['bad,images/missing.jpg,change-style,modern,,'],
     });
-    await ws.run({ logLevel: 'trace', html: true });
+    await ws.run({ output: { logLevel: 'trace', html: true } });
     const key = ws.apiKey;
-    for (const [file, bytes] of await allFiles(ws.out)) {
-      expect(bytes.includes(Buffer.from(key)), file).toBe(false);
+    for (const file of await allFiles(ws.out)) {
+      expect((await readFile(file)).includes(Buffer.from(key)), file).toBe(false);
     }
     expect(JSON.stringify(ws.events)).not.toContain(key);
     expect(JSON.stringify(ws.sandbox.stats.storageRequests)).not.toContain(key);

@@ -1,48 +1,35 @@
 /**
- * FAULTS J.44: a client whose clock is hours off. The CLI runs as a real child process under
+ * docs/faults.md J.44: a client whose clock is hours off. The CLI runs as a real child process under
  * libfaketime (Debian's `faketime`, installed by .ci/run; skipped where missing) against the sandbox
  * on the real clock, with 429s whose Retry-After is an HTTP-date.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Report } from '../../src/types.js';
-import { type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { type CliResult, killAllClis, runCli } from '../helpers/cli.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const TSX = import.meta.resolve('tsx');
 const hasFaketime = spawnSync('faketime', ['-f', '+0', 'true']).status === 0;
 
 let ws: Workspace | undefined;
 afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
+  await killAllClis();
+  await closeWorkspaces();
 });
 
-function runSkewed(offset: string, w: Workspace): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      'faketime',
-      ['-f', offset, process.execPath, '--import', TSX, path.join(ROOT, 'src/bin.ts'), 'run', w.manifest],
-      {
-        cwd: w.dir,
-        env: {
-          ...process.env,
-          KITCHEN_API_KEY: w.apiKey,
-          KITCHEN_API_BASE_URL: w.sandbox.url,
-          // Timers and backoffs must run on the monotonic clock: leave it real, fake the wall clock.
-          FAKETIME_DONT_FAKE_MONOTONIC: '1',
-        },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      },
-    );
-    let stderr = '';
-    child.stderr.on('data', (d) => (stderr += d));
-    const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, stderr });
-    });
+/** Runs the fixture's manifest through the CLI under faketime `offset`; SIGKILLed (and failed) after 60 s. */
+function runSkewed(offset: string, w: Workspace): Promise<CliResult> {
+  return runCli(['run', w.manifest], {
+    prefix: ['faketime', '-f', offset],
+    cwd: w.dir,
+    env: {
+      KITCHEN_API_KEY: w.apiKey,
+      KITCHEN_API_BASE_URL: w.sandbox.url,
+      // Timers and backoffs must run on the monotonic clock: leave it real, fake the wall clock.
+      FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    },
+    timeoutMs: 60_000,
   });
 }
 

@@ -1,13 +1,11 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRequests, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { createRequests } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 async function leftovers(out: string): Promise<string[]> {
   return (await readdir(path.join(out, 'results'))).filter((n) => n.endsWith('.part') || n.endsWith('.tmp'));
@@ -39,7 +37,7 @@ describe('run: result downloads', () => {
   it('a truncated body, an HTML page with 200 and a 404 are never saved as results', async () => {
     for (const fault of ['truncated', 'wrong-type', 'not-found'] as const) {
       ws = await workspace({ items: 1, sandbox: { faults: { resultFault: fault } } });
-      const result = await ws.run({ retry: { retries: 1, baseMs: 50, capMs: 100 } });
+      const result = await ws.run({ service: { retry: { retries: 1, baseMs: 50, capMs: 100 } } });
       expect(result.exitCode, fault).toBe(1);
       const report = await ws.report();
       expect(report.items[0]?.status, fault).toBe('incomplete');
@@ -65,8 +63,7 @@ describe('run: result downloads', () => {
   it('a result over the byte cap or dripping past the deadline is abandoned and removed', async () => {
     ws = await workspace({ items: 1, sandbox: { faults: { resultFault: 'slow-drip' } } });
     const result = await ws.run({
-      timeouts: { download: 1500 },
-      retry: { retries: 1, baseMs: 50, capMs: 100 },
+      service: { timeouts: { download: 1500 }, retry: { retries: 1, baseMs: 50, capMs: 100 } },
     });
     expect(result.exitCode).toBe(1);
     const report = await ws.report();

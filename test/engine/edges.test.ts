@@ -1,13 +1,13 @@
+import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServiceRefusedError } from '../../src/errors.js';
-import { createRequests, thrown, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
+import { kitchenJpeg } from '../helpers/images.js';
+import { createRequests } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 /** A loopback port with nothing listening on it. */
 async function deadPort(): Promise<number> {
@@ -23,7 +23,9 @@ describe('run: edge cases of the service', () => {
     ws = await workspace({ items: 2 });
     const port = await deadPort();
     const error = await thrown(() =>
-      ws!.run({ baseUrl: `http://127.0.0.1:${port}`, retry: { retries: 2, baseMs: 20, capMs: 50 } }),
+      ws!.run({
+        service: { baseUrl: `http://127.0.0.1:${port}`, retry: { retries: 2, baseMs: 20, capMs: 50 } },
+      }),
     );
     expect(error).toBeInstanceOf(ServiceRefusedError);
     expect((error as Error).message).toMatch(/cannot be reached/);
@@ -58,7 +60,9 @@ describe('run: edge cases of the service', () => {
     const styles = ws.sandbox.stats.requests.length;
     // Styles go through; then every create is rate limited for good.
     const result = await (async () => {
-      const run = ws!.run({ retry: { retries: 3, baseMs: 50, capMs: 200, maxRetryTimeMs: 2500 } });
+      const run = ws!.run({
+        service: { retry: { retries: 3, baseMs: 50, capMs: 200, maxRetryTimeMs: 2500 } },
+      });
       while (ws!.sandbox.stats.requests.length === styles) await new Promise((r) => setTimeout(r, 5));
       ws!.sandbox.setFaults({ rate429: 1, retryAfter: 'none' });
       return run;
@@ -72,7 +76,7 @@ describe('run: edge cases of the service', () => {
 
   it('a hung POST counts as ambiguous: submit_unknown, not resent', async () => {
     ws = await workspace({ items: 1, sandbox: { faults: { hangRate: 1, hangOn: 'create' } } });
-    const result = await ws.run({ timeouts: { upload: 500 } });
+    const result = await ws.run({ service: { timeouts: { upload: 500 } } });
     expect(result.exitCode).toBe(1);
     expect(createRequests(ws.sandbox)).toBe(1);
     const report = await ws.report();
@@ -91,9 +95,7 @@ describe('run: edge cases of the service', () => {
 
   it('ids that try to leave results/ stay inside it', async () => {
     ws = await workspace({ items: 0, extraRows: ['..,images/k0.jpg,kitchen-configurator,,,'] });
-    const { writeFile } = await import('node:fs/promises');
-    const { kitchenJpeg } = await import('../helpers/batch.js');
-    await writeFile(`${ws.dir}/images/k0.jpg`, await kitchenJpeg(1));
+    await writeFile(`${ws.dir}/images/k0.jpg`, await kitchenJpeg(1, 320, 240, 'tinted'));
     const result = await ws.run();
     expect(result.exitCode).toBe(0);
     const report = await ws.report();

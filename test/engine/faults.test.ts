@@ -1,12 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
-import { createRequests, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { createRequests } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 /** Requests to the service (not storage) that arrived strictly inside a 429's back-off window. */
 function sentDuringBackoff(sandbox: Sandbox, windowMs: number, inFlightMs = 150): number {
@@ -133,7 +131,7 @@ describe('run under service faults', () => {
       items: 3,
       sandbox: { seed: 9, faults: { errorRate: 0.5, errorOn: 'create', errorStatuses: [502] } },
     });
-    const result = await ws.run({ retryAmbiguous: true });
+    const result = await ws.run({ resume: { retryAmbiguous: true } });
     expect(result.exitCode).toBe(0);
     const report = await ws.report();
     const resent = report.items.filter((i) => i.submissions > 1).length;

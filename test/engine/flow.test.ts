@@ -3,13 +3,11 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRequests, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { createRequests } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 describe('run: the main flow against the sandbox', () => {
   it('takes a clean batch of both modules to downloaded, checked results and the contract report', async () => {
@@ -68,7 +66,7 @@ describe('run: the main flow against the sandbox', () => {
 
   it('never polls a job twice within 2 s, and places the first poll from the processing times seen', async () => {
     ws = await workspace({ items: 8, sandbox: { processingMs: 2500, jitterMs: 200, queuedMs: 0 } });
-    const result = await ws.run({ concurrency: 8 });
+    const result = await ws.run({ limits: { concurrency: 8 } });
     expect(result.exitCode).toBe(0);
     for (const [, times] of ws.sandbox.stats.polls) {
       for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1990);
@@ -93,7 +91,7 @@ describe('run: the main flow against the sandbox', () => {
 
   it('--job-timeout leaves a stuck job incomplete with its job id kept', async () => {
     ws = await workspace({ items: 2, sandbox: { faults: { stuckRate: 1 } } });
-    const result = await ws.run({ jobTimeoutMs: 2500 });
+    const result = await ws.run({ limits: { jobTimeoutMs: 2500 } });
     expect(result.exitCode).toBe(1);
     const report = await ws.report();
     for (const item of report.items) {
@@ -105,7 +103,7 @@ describe('run: the main flow against the sandbox', () => {
 
   it('--max-submissions caps new jobs; the rest are incomplete/max_submissions and a rerun continues', async () => {
     ws = await workspace({ items: 5 });
-    const first = await ws.run({ maxSubmissions: 2 });
+    const first = await ws.run({ limits: { maxSubmissions: 2 } });
     expect(first.exitCode).toBe(1);
     expect(createRequests(ws.sandbox)).toBe(2);
     const report = await ws.report();
@@ -120,7 +118,7 @@ describe('run: the main flow against the sandbox', () => {
       items: 4,
       sandbox: { seed: 6, faults: { errorRate: 0.6, errorOn: 'create', errorStatuses: [503] } },
     });
-    const result = await ws.run({ maxSubmissions: 2 });
+    const result = await ws.run({ limits: { maxSubmissions: 2 } });
     expect(result.exitCode).toBe(1);
     // 503s are retried (the job cannot exist), yet only two items were let through the cost guard.
     expect(createRequests(ws.sandbox)).toBeGreaterThan(2);

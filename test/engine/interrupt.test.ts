@@ -1,18 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { InterruptedError } from '../../src/errors.js';
-import { thrown, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
+afterEach(closeWorkspaces);
 
 describe('run: stop and resume', () => {
   it('a stop signal mid-run ends with InterruptedError (exit 130); the rerun polls accepted jobs and submits nothing twice', async () => {
     ws = await workspace({ items: 6, sandbox: { processingMs: 1500, jitterMs: 200 } });
     const stop = new AbortController();
-    const running = thrown(() => ws!.run({ concurrency: 3, signal: stop.signal, graceMs: 500 }));
+    const running = thrown(() =>
+      ws!.run({ limits: { concurrency: 3 }, signals: { stop: stop.signal }, timing: { graceMs: 500 } }),
+    );
     // Stop once the first jobs are accepted.
     while (ws.sandbox.stats.jobs < 3) await new Promise((r) => setTimeout(r, 20));
     stop.abort(new InterruptedError('SIGINT'));

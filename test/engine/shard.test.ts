@@ -4,18 +4,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
 import { inShard, parseShard } from '../../src/pipeline/shard.js';
 import type { Report } from '../../src/types.js';
-import { createRequests, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { textSink } from '../helpers/cli.js';
+import { createRequests } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
-afterEach(async () => {
-  await ws?.close();
-  ws = undefined;
-});
-
-function sink() {
-  let text = '';
-  return { write: (s: string) => (text += s), text: () => text };
-}
+afterEach(closeWorkspaces);
 
 describe('--shard K/N and report --merge', () => {
   it('parses K/N strictly', () => {
@@ -35,13 +29,13 @@ describe('--shard K/N and report --merge', () => {
   it('two shards run into their own folders, and report --merge writes one combined report', async () => {
     ws = await workspace({ items: 8 });
     const dirs = [path.join(ws.dir, 'shard-1'), path.join(ws.dir, 'shard-2')];
-    const first = await ws.run({ shard: { index: 1, count: 2 }, out: dirs[0]! });
-    const second = await ws.run({ shard: { index: 2, count: 2 }, out: dirs[1]! });
+    const first = await ws.run({ limits: { shard: { index: 1, count: 2 } }, out: dirs[0]! });
+    const second = await ws.run({ limits: { shard: { index: 2, count: 2 } }, out: dirs[1]! });
     expect([first.exitCode, second.exitCode]).toEqual([0, 0]);
     expect(first.report.items.length + second.report.items.length).toBe(8);
     expect(createRequests(ws.sandbox)).toBe(8);
-    const stdout = sink();
-    const stderr = sink();
+    const stdout = textSink();
+    const stderr = textSink();
     const merged = path.join(ws.dir, 'merged');
     const code = await main(['report', '--merge', ...dirs, '--out', merged, '--json'], {
       stdout,

@@ -1,12 +1,12 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import sharp from 'sharp';
 import type { RunEvent } from '../../src/pipeline/events.js';
 import { type RunOptions, type RunResult, runBatch } from '../../src/pipeline/run.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
+import { kitchenJpeg } from './images.js';
+import { canaryKey, QUICK_JOBS } from './sandbox.js';
+import { tempDir } from './tmp.js';
 
 /** A throwaway workspace: a temp dir with kitchen images, a manifest and a sandbox. */
 export interface Workspace {
@@ -16,22 +16,14 @@ export interface Workspace {
   manifest: string;
   out: string;
   events: RunEvent[];
-  /** Runs the engine in-process with fast retry settings; resolves with the result or the thrown error. */
-  run(extra?: Partial<RunOptions>): Promise<RunResult>;
+  /**
+   * Runs the pipeline in-process with fast retry settings; resolves with the result or the thrown
+   * error. `extra` is merged over the defaults group by group (`{ limits: { maxSubmissions: 2 } }`
+   * keeps the default concurrency).
+   */
+  run(extra?: RunOverrides): Promise<RunResult>;
   report(): Promise<Report>;
   close(): Promise<void>;
-}
-
-/** Draws a small kitchen-ish JPEG (distinct per seed) with sharp. */
-export async function kitchenJpeg(seed: number, width = 320, height = 240): Promise<Buffer> {
-  const hue = (seed * 47) % 360;
-  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">
-    <rect width="100%" height="100%" fill="hsl(${hue},30%,85%)"/>
-    <rect x="0" y="${height * 0.55}" width="${width}" height="${height * 0.45}" fill="hsl(${(hue + 30) % 360},35%,45%)"/>
-    <rect x="${width * 0.1}" y="${height * 0.1}" width="${width * 0.3}" height="${height * 0.3}" fill="#cde"/>
-    <rect x="${width * 0.5}" y="${height * 0.45}" width="${width * 0.4}" height="${height * 0.08}" fill="#333"/>
-  </svg>`;
-  return sharp(Buffer.from(svg)).jpeg({ quality: 85 }).toBuffer();
 }
 
 /** Manifest rows for `n` change-style items over `n` distinct images, plus optional extra CSV lines. */
@@ -43,31 +35,44 @@ export interface WorkspaceOptions {
   extraRows?: string[];
 }
 
+/** Run options to merge over a workspace's defaults, one group deep. */
+export type RunOverrides = {
+  [K in keyof RunOptions]?: RunOptions[K] extends object ? Partial<RunOptions[K]> : RunOptions[K];
+};
+
+/** `extra` over `defaults`: top-level values replace, option groups (plain objects) merge. */
+function withDefaults(defaults: RunOptions, extra: RunOverrides): RunOptions {
+  const merged: Record<string, unknown> = { ...defaults };
+  for (const [key, value] of Object.entries(extra)) {
+    const base = merged[key];
+    const isGroup = (v: unknown) => typeof v === 'object' && v !== null && !(v instanceof AbortSignal);
+    merged[key] = isGroup(base) && isGroup(value) ? { ...(base as object), ...(value as object) } : value;
+  }
+  return merged as unknown as RunOptions;
+}
+
+/** Workspaces made and not closed yet, oldest first. */
+const open = new Set<Workspace>();
+
 /** Creates a workspace with `items` distinct images, a CSV manifest and a running sandbox. */
 export async function workspace(options: WorkspaceOptions = {}): Promise<Workspace> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kb-engine-'));
-  await mkdir(path.join(dir, 'images'));
+  const tmp = await tempDir('kb-engine-');
+  const dir = tmp.dir;
+  await mkdir(tmp.file('images'));
   const n = options.items ?? 4;
   const styles = options.styles ?? ['scandinavian', 'industrial', 'japandi', 'modern'];
   const rows = ['id,image,module,style,prompt,configuration'];
   for (let i = 0; i < n; i++) {
-    await writeFile(path.join(dir, 'images', `k${i}.jpg`), await kitchenJpeg(i + 1));
+    await tmp.write(`images/k${i}.jpg`, await kitchenJpeg(i + 1, 320, 240, 'tinted'));
     rows.push(`k${i},images/k${i}.jpg,change-style,${styles[i % styles.length]},,`);
   }
   rows.push(...(options.extraRows ?? []));
-  const manifest = path.join(dir, 'manifest.csv');
-  await writeFile(manifest, `${rows.join('\n')}\n`);
-  const apiKey = `sk_canary_${randomBytes(8).toString('hex')}`;
-  const sandbox = await startSandbox({
-    apiKey,
-    processingMs: 200,
-    jitterMs: 100,
-    queuedMs: 20,
-    ...options.sandbox,
-  });
+  const manifest = await tmp.write('manifest.csv', `${rows.join('\n')}\n`);
+  const apiKey = canaryKey();
+  const sandbox = await startSandbox({ apiKey, ...QUICK_JOBS, ...options.sandbox });
   const out = path.join(dir, 'out');
   const events: RunEvent[] = [];
-  return {
+  const ws: Workspace = {
     dir,
     sandbox,
     apiKey,
@@ -75,41 +80,34 @@ export async function workspace(options: WorkspaceOptions = {}): Promise<Workspa
     out,
     events,
     run: (extra = {}) =>
-      runBatch({
-        manifest,
-        out,
-        cwd: dir,
-        baseUrl: sandbox.url,
-        apiKey,
-        concurrency: 4,
-        html: false,
-        retry: { retries: 4, baseMs: 100, capMs: 1000 },
-        onEvent: (e) => events.push(e),
-        ...extra,
-      }),
+      runBatch(
+        withDefaults(
+          {
+            manifest,
+            out,
+            cwd: dir,
+            service: { baseUrl: sandbox.url, apiKey, retry: { retries: 4, baseMs: 100, capMs: 1000 } },
+            limits: { concurrency: 4 },
+            output: { html: false },
+            onEvent: (e) => events.push(e),
+          },
+          extra,
+        ),
+      ),
     report: async () => JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report,
     close: async () => {
+      open.delete(ws);
       await sandbox.close();
-      await rm(dir, { recursive: true, force: true });
+      await tmp.remove();
     },
   };
+  open.add(ws);
+  return ws;
 }
 
-/** POSTs to the module endpoints the sandbox received. */
-export function createRequests(sandbox: Sandbox): number {
-  return sandbox.stats.requests.filter((r) => r.method === 'POST' && r.path.startsWith('/v1/modules/'))
-    .length;
-}
-
-/** Every file below `dir`, recursively, as [path, bytes]. */
-export async function allFiles(dir: string): Promise<Array<[string, Buffer]>> {
-  const out: Array<[string, Buffer]> = [];
-  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (!entry.isFile()) continue;
-    const file = path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name);
-    out.push([file, await readFile(file)]);
-  }
-  return out;
+/** Closes every workspace still open (sandbox closed, folder removed): `afterEach(closeWorkspaces)`. */
+export async function closeWorkspaces(): Promise<void> {
+  for (const ws of [...open].reverse()) await ws.close();
 }
 
 /** Runs `fn` and returns what it threw (or fails when it did not throw). */

@@ -47,6 +47,8 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Working directory of the child. @default the repository root */
   cwd?: string;
+  /** A command line to run the CLI under, e.g. `['faketime', '-f', '+2h']`. */
+  prefix?: string[];
 }
 
 const live = new Set<CliProcess>();
@@ -85,7 +87,8 @@ export function spawnCli(args: string[], options: SpawnOptions = {}): CliProcess
     env[key] = value;
   }
   Object.assign(env, { NO_COLOR: '1', FORCE_COLOR: '0' }, options.env ?? {});
-  const child = spawn(command, [...lead, ...args], {
+  const line = [...(options.prefix ?? []), command, ...lead, ...args];
+  const child = spawn(line[0]!, line.slice(1), {
     cwd: options.cwd ?? REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -109,7 +112,7 @@ export function spawnCli(args: string[], options: SpawnOptions = {}): CliProcess
       err += `\n[spawn error] ${error.message}\n`;
     });
   });
-  if (child.pid === undefined) throw new Error(`could not spawn ${command}`);
+  if (child.pid === undefined) throw new Error(`could not spawn ${line[0]}`);
   const pid = child.pid;
   const handle: CliProcess = {
     pid,
@@ -163,6 +166,12 @@ export async function killAllClis(): Promise<void> {
   await Promise.all(running.map((cli) => cli.exited));
 }
 
+/** An in-memory stdout/stderr for in-process `main()` and the progress printer; `text()` is all written. */
+export function textSink(isTTY = false): { write(text: string): string; isTTY: boolean; text(): string } {
+  let written = '';
+  return { write: (text) => (written += text), isTTY, text: () => written };
+}
+
 /** Polls `predicate` every `intervalMs` until it returns a truthy value; throws after `timeoutMs`. */
 export async function waitFor<T>(
   predicate: () => T | Promise<T>,
@@ -197,6 +206,7 @@ export function isDeadOrZombie(pid: number): boolean {
 
 let built = false;
 
+/** The newest modification time of any file below `dir`. */
 function newestMtime(dir: string): number {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -206,6 +216,7 @@ function newestMtime(dir: string): number {
   return newest;
 }
 
+/** Whether `dist/` is missing or older than a file under `src/`. */
 function distStale(): boolean {
   const cli = path.join(REPO_ROOT, 'dist', `${entry()}.js`);
   let builtAt: number;

@@ -1,16 +1,11 @@
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { exitCodeFor } from '../../src/errors.js';
 import { readManifest } from '../../src/manifest/index.js';
-import { makeTempDir, manifestError, type TempDir } from './helpers.js';
+import { useTempDir } from '../helpers/tmp.js';
+import { manifestError } from './helpers.js';
 
-let tmp: TempDir;
-beforeEach(async () => {
-  tmp = await makeTempDir();
-});
-afterEach(async () => {
-  await tmp.cleanup();
-});
+const tmp = useTempDir('kb-manifest-');
 
 const summary = (items: { id: string; source: { line: number } }[]) =>
   items.map((i) => `${i.id}@${i.source.line}`);

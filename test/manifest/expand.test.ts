@@ -1,19 +1,14 @@
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/manifest/index.js';
-import { makeTempDir, manifestError, type TempDir } from './helpers.js';
+import { useTempDir } from '../helpers/tmp.js';
+import { manifestError, touch } from './helpers.js';
 
-let tmp: TempDir;
-beforeEach(async () => {
-  tmp = await makeTempDir();
-});
-afterEach(async () => {
-  await tmp.cleanup();
-});
+const tmp = useTempDir('kb-manifest-');
 
 describe('globs', () => {
   it('expands a glob to every matching file, sorted, ids from file names (prefixed by the row id)', async () => {
-    await tmp.touch('imgs/b.jpg', 'imgs/a.jpg', 'imgs/c.png', 'imgs/sub/d.jpg', 'imgs/notes.txt');
+    await touch(tmp, 'imgs/b.jpg', 'imgs/a.jpg', 'imgs/c.png', 'imgs/sub/d.jpg', 'imgs/notes.txt');
     await tmp.write('m.csv', 'id,image,style\n,imgs/*.jpg,modern|rustic\nset,"imgs/**/*.{jpg,png}",modern\n');
     const { items } = await readManifest('m.csv', { cwd: tmp.dir });
     expect(items.map((i) => [i.id, i.image])).toEqual([
@@ -31,7 +26,7 @@ describe('globs', () => {
   });
 
   it('resolves globs and paths against the manifest folder, not the cwd', async () => {
-    await tmp.touch('project/pics/k1.jpg');
+    await touch(tmp, 'project/pics/k1.jpg');
     await tmp.write('project/m.jsonl', '{"image": "pics/*.jpg", "style": "modern"}\n');
     const { items } = await readManifest('project/m.jsonl', { cwd: tmp.dir });
     expect(items.map((i) => [i.id, i.image, i.imagePath])).toEqual([
@@ -51,7 +46,7 @@ describe('globs', () => {
   });
 
   it('a file literally named like a pattern is a path, not an empty glob', async () => {
-    await tmp.touch('k[1].jpg');
+    await touch(tmp, 'k[1].jpg');
     await tmp.write('m.csv', 'image,style\nk[1].jpg,modern\n');
     const { items } = await readManifest('m.csv', { cwd: tmp.dir });
     expect(items.map((i) => [i.id, i.image, i.rejection])).toEqual([['k-1-__modern', 'k[1].jpg', undefined]]);
@@ -129,7 +124,7 @@ describe('duplicate ids (manifest error naming both rows)', () => {
   });
 
   it('two glob matches of one row with the same name name both images', async () => {
-    await tmp.touch('imgs/k1.jpg', 'imgs/k1.png');
+    await touch(tmp, 'imgs/k1.jpg', 'imgs/k1.png');
     await tmp.write('m.csv', 'image,style\nimgs/k1.*,modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
     expect(error.message).toMatch(/rows at lines 2 and 2; images "imgs\/k1.jpg" and "imgs\/k1.png"/);

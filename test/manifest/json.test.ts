@@ -1,15 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/manifest/index.js';
 import { describeJsonError, lineColumnAt, locateItems } from '../../src/manifest/json-text.js';
-import { makeTempDir, manifestError, type TempDir } from './helpers.js';
+import { useTempDir } from '../helpers/tmp.js';
+import { manifestError } from './helpers.js';
 
-let tmp: TempDir;
-beforeEach(async () => {
-  tmp = await makeTempDir();
-});
-afterEach(async () => {
-  await tmp.cleanup();
-});
+const tmp = useTempDir('kb-manifest-');
 
 describe('JSON manifest', () => {
   it('reads an array, one item per style, with each item line', async () => {

@@ -1,32 +1,13 @@
-/** Real images for the preflight tests, made with sharp in a temp folder per test file. */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+/** Real images for the preflight tests, made with sharp, and one temp folder and preflighter per test file. */
 import { createDeflate } from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
 import { afterAll, beforeAll } from 'vitest';
-import { createPreflighter, type Preflighter, type PreflightResult } from '../../src/pipeline/preflight.js';
-
-export interface TempDir {
-  dir: string;
-  file(name: string): string;
-  write(name: string, data: Uint8Array | string): Promise<string>;
-  remove(): Promise<void>;
-}
-
-export async function tempDir(prefix = 'preflight-test-'): Promise<TempDir> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
-  return {
-    dir,
-    file: (name) => path.join(dir, name),
-    async write(name, data) {
-      const file = path.join(dir, name);
-      await writeFile(file, data);
-      return file;
-    },
-    remove: () => rm(dir, { recursive: true, force: true }),
-  };
-}
+import {
+  createPreflighter,
+  type Preflighter,
+  type PreflightResult,
+} from '../../src/pipeline/preflight/index.js';
+import { type TempDir, useTempDir } from '../helpers/tmp.js';
 
 /**
  * A photo-like image: colour gradients with mild noise, so JPEG sizes are realistic. Built in JS
@@ -48,13 +29,6 @@ export function photo(width: number, height: number): Sharp {
   return sharp(data, { raw: { width, height, channels: 3 } });
 }
 
-/** Uniform random bytes: incompressible, so a 2000×2000 RGB PNG is ~12 MB. */
-export function noise(width: number, height: number, channels: 3 | 4 = 3): Sharp {
-  const data = Buffer.alloc(width * height * channels);
-  for (let i = 0; i < data.length; i++) data[i] = (Math.random() * 256) | 0;
-  return sharp(data, { raw: { width, height, channels } });
-}
-
 /** A half-transparent RGBA image. */
 export function withAlpha(width: number, height: number): Sharp {
   return sharp({ create: { width, height, channels: 4, background: { r: 20, g: 120, b: 200, alpha: 0.5 } } });
@@ -63,7 +37,7 @@ export function withAlpha(width: number, height: number): Sharp {
 /**
  * A real, valid 30000×30000 greyscale PNG of zeros, the classic decompression bomb. sharp cannot
  * write it (its own pixel limit and 900 MB of pixels), so the IDAT is deflated here. Level 1 takes
- * 0.6 s for 3.9 MB; level 9 makes the 875 kB file of FAULTS F29 but takes 3.5 s.
+ * 0.6 s for 3.9 MB; level 9 makes the 875 kB file of docs/faults.md F.29 but takes 3.5 s.
  */
 export async function pngBomb(width = 30_000, height = 30_000, level = 1): Promise<Buffer> {
   const deflate = createDeflate({ level });
@@ -92,6 +66,7 @@ export async function pngBomb(width = 30_000, height = 30_000, level = 1): Promi
   ]);
 }
 
+/** One PNG chunk: length, type, data and CRC. */
 function pngChunk(type: string, data: Buffer): Buffer {
   const head = Buffer.alloc(8);
   head.writeUInt32BE(data.length, 0);
@@ -101,6 +76,7 @@ function pngChunk(type: string, data: Buffer): Buffer {
   return Buffer.concat([head, data, crc]);
 }
 
+/** The CRC-32 that PNG chunks carry. */
 function crc32(data: Buffer): number {
   let crc = 0xffffffff;
   for (const byte of data) {
@@ -110,7 +86,7 @@ function crc32(data: Buffer): number {
   return (crc ^ 0xffffffff) >>> 0;
 }
 
-/** An ISO-BMFF header claiming to be HEIC, with no real content (what FAULTS F31 measured). */
+/** An ISO-BMFF header claiming to be HEIC, with no real content (what docs/faults.md F.31 measured). */
 export function craftedHeic(): Buffer {
   const ftyp = Buffer.concat([
     Buffer.from([0, 0, 0, 0x18]),
@@ -139,20 +115,16 @@ export function exifHasGps(exif: Buffer | undefined): boolean {
  * first test, closed and removed after the last. Read `env.tmp` / `env.pre` inside tests.
  */
 export function preflightEnv(): { readonly tmp: TempDir; readonly pre: Preflighter } {
-  let tmp: TempDir | undefined;
+  const tmp = useTempDir('preflight-test-', 'suite');
   let pre: Preflighter | undefined;
-  beforeAll(async () => {
-    tmp = await tempDir();
+  beforeAll(() => {
     pre = createPreflighter({ cacheDir: tmp.file('cache') });
   });
   afterAll(async () => {
     await pre?.close();
-    await tmp?.remove();
   });
   return {
-    get tmp() {
-      return tmp!;
-    },
+    tmp,
     get pre() {
       return pre!;
     },

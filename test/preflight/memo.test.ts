@@ -1,24 +1,21 @@
 import { access, readdir, rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   createPreflighter,
   type PreflightOptions,
-  type PreflightResult,
   type PreflightWorkEvent,
-} from '../../src/pipeline/preflight.js';
-import { noise, photo, type TempDir, tempDir } from './helpers.js';
+} from '../../src/pipeline/preflight/index.js';
+import { noise } from '../helpers/images.js';
+import { useTempDir } from '../helpers/tmp.js';
+import { ok, photo } from './helpers.js';
 
-let tmp: TempDir;
+const tmp = useTempDir('preflight-test-', 'suite');
 let tiff: Buffer;
 let jpeg: Buffer;
 
 beforeAll(async () => {
-  tmp = await tempDir();
   tiff = await photo(640, 480).tiff().toBuffer();
   jpeg = await photo(640, 480).jpeg().toBuffer();
-});
-afterAll(async () => {
-  await tmp.remove();
 });
 
 /** A preflighter that records its work, so tests count work instead of timing it. */
@@ -27,11 +24,6 @@ function recording(options: PreflightOptions = {}) {
   const pre = createPreflighter({ ...options, onWork: (event) => events.push(event) });
   const count = (kind: PreflightWorkEvent['kind']) => events.filter((e) => e.kind === kind).length;
   return { pre, events, count };
-}
-
-function ok(result: PreflightResult): Extract<PreflightResult, { ok: true }> {
-  if (!result.ok) throw new Error(`expected ok, got ${result.error.code}: ${result.error.message}`);
-  return result;
 }
 
 describe('memoisation', () => {

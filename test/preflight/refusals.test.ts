@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { createPreflighter, describePreflight } from '../../src/pipeline/preflight.js';
+import { createPreflighter, describePreflight } from '../../src/pipeline/preflight/index.js';
 import { sha256 } from '../../src/util/fs.js';
 import { craftedHeic, photo, pngBomb, preflightEnv, refused } from './helpers.js';
 
@@ -116,10 +116,13 @@ describe('refusals', () => {
 
 describe('options', () => {
   it.each([
-    [{ maxBytes: 0 }, /maxBytes must be a positive integer, got 0/],
-    [{ maxSide: 1.5 }, /maxSide must be a positive integer, got 1.5/],
-    [{ limitInputPixels: Number.POSITIVE_INFINITY }, /limitInputPixels must be a positive integer/],
-    [{ concurrency: -1 }, /concurrency must be a positive integer, got -1/],
+    [{ maxBytes: 0 }, /preflight option maxBytes: expected a whole number of at least 1, got 0/],
+    [{ maxSide: 1.5 }, /preflight option maxSide: expected a whole number of at least 1, got 1.5/],
+    [
+      { limitInputPixels: Number.POSITIVE_INFINITY },
+      /preflight option limitInputPixels: expected a whole number of at least 1, got Infinity/,
+    ],
+    [{ concurrency: -1 }, /preflight option concurrency: expected a whole number of at least 1, got -1/],
   ])('refuses %o', (options, message) => {
     expect(() => createPreflighter(options)).toThrow(message);
   });

@@ -1,7 +1,8 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { createPreflighter, describePreflight } from '../../src/pipeline/preflight.js';
-import { exifHasGps, noise, ok, photo, preflightEnv } from './helpers.js';
+import { createPreflighter, describePreflight } from '../../src/pipeline/preflight/index.js';
+import { noise } from '../helpers/images.js';
+import { exifHasGps, ok, photo, preflightEnv } from './helpers.js';
 
 const env = preflightEnv();
 

@@ -70,6 +70,7 @@ const PALETTES = {
   configurator: { wall: '#f6efe6', cab: '#6b8f71', top: '#e9e2d5', accent: '#333333' },
 } as const;
 
+/** Writes a kitchen in `palette` to `file`, encoded by its extension (png, webp, else JPEG). */
 async function writeKitchen(
   file: string,
   palette: keyof typeof PALETTES,
@@ -96,6 +97,7 @@ export function totalsOf(items: readonly ReportItem[]): ReportTotals {
   };
 }
 
+/** A report item: the given fields over those of an item never submitted. */
 function item(partial: Partial<ReportItem> & Pick<ReportItem, 'id' | 'image' | 'status'>): ReportItem {
   return {
     module: 'change-style',

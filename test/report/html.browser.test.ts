@@ -1,11 +1,11 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeHtmlReport } from '../../src/report/html.js';
+import { writeHtmlReport } from '../../src/report/html/index.js';
 import { hasChromium, launchBrowser } from '../helpers/browser.js';
+import { tempDir, useTempDir } from '../helpers/tmp.js';
 import {
   buildSyntheticFixture,
   EVIL_ID,
@@ -30,7 +30,7 @@ interface PageGlobals {
 const SHOTS = path.resolve('output');
 
 describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
-  let root: string;
+  const root = useTempDir('kb-html-browser-', 'suite');
   let fx: ReportFixture;
   let url: string;
   let browser: Browser;
@@ -38,8 +38,7 @@ describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
   const problems: string[] = [];
 
   beforeAll(async () => {
-    root = await mkdtemp(path.join(os.tmpdir(), 'kb-html-browser-'));
-    fx = await loadReportFixture(root);
+    fx = await loadReportFixture(root.dir);
     const { file } = await writeHtmlReport({
       outDir: fx.outDir,
       report: fx.report,
@@ -53,7 +52,6 @@ describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
   });
   afterAll(async () => {
     await browser?.close();
-    await rm(root, { recursive: true, force: true });
   });
 
   async function open(width = 1440, height = 900): Promise<Page> {
@@ -267,9 +265,9 @@ describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
   });
 
   it('renders the first page of 10,000 items quickly and pages through them', async () => {
-    const bigRoot = await mkdtemp(path.join(os.tmpdir(), 'kb-html-big-'));
+    const bigRoot = await tempDir('kb-html-big-');
     try {
-      const big = scaleReport(await buildSyntheticFixture(bigRoot), 10_000);
+      const big = scaleReport(await buildSyntheticFixture(bigRoot.dir), 10_000);
       const written = await writeHtmlReport({
         outDir: big.outDir,
         report: big.report,
@@ -296,7 +294,7 @@ describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
       await expect(page.locator('#groups .group').count()).resolves.toBeGreaterThan(3);
       await page.close();
     } finally {
-      await rm(bigRoot, { recursive: true, force: true });
+      await bigRoot.remove();
     }
   });
 

@@ -34,7 +34,7 @@ describe.skipIf(!hasChromium())('report.html of a real sandbox run, in headless 
         'typo,images/k1.jpg,change-style,japandy,,',
       ],
     });
-    await ws.run({ html: true });
+    await ws.run({ output: { html: true } });
     report = await ws.report();
     browser = (await launchBrowser())!;
   });

@@ -1,12 +1,12 @@
-import { mkdtemp, readdir, readFile, rm, stat, utimes } from 'node:fs/promises';
-import os from 'node:os';
+import { readdir, readFile, stat, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CLIENT_JS } from '../../src/report/html/client.js';
 import { formatDuration, inlineJson, percentile } from '../../src/report/html/format.js';
-import { buildHeader, writeHtmlReport } from '../../src/report/html.js';
+import { buildHeader, writeHtmlReport } from '../../src/report/html/index.js';
 import type { Report } from '../../src/types.js';
+import { tempDir, useTempDir } from '../helpers/tmp.js';
 import { buildSyntheticFixture, EVIL_ID, type ReportFixture } from './fixture.js';
 
 interface PageData {
@@ -20,21 +20,17 @@ function pageData(html: string): PageData {
 }
 
 describe('writeHtmlReport', () => {
-  let root: string;
+  const root = useTempDir('kb-html-', 'suite');
   let fx: ReportFixture;
   let html: string;
   let thumbnails: number;
 
   beforeAll(async () => {
-    root = await mkdtemp(path.join(os.tmpdir(), 'kb-html-'));
-    fx = await buildSyntheticFixture(root);
+    fx = await buildSyntheticFixture(root.dir);
     const result = await writeHtmlReport({ outDir: fx.outDir, report: fx.report, sourcePath: fx.sourcePath });
     expect(result.file).toBe(path.join(fx.outDir, 'report.html'));
     thumbnails = result.thumbnails;
     html = await readFile(result.file, 'utf8');
-  });
-  afterAll(async () => {
-    await rm(root, { recursive: true, force: true });
   });
 
   it('writes one self-contained page that references nothing on the network', () => {
@@ -119,10 +115,10 @@ describe('writeHtmlReport', () => {
   it('rejects bad options with what was expected', async () => {
     await expect(
       writeHtmlReport({ outDir: fx.outDir, report: fx.report, sourcePath: fx.sourcePath, thumbSize: 0 }),
-    ).rejects.toThrow(/thumbSize must be an integer/);
+    ).rejects.toThrow(/thumbSize: expected a whole number from 16 to 4096, got 0/);
     await expect(
       writeHtmlReport({ outDir: fx.outDir, report: fx.report, sourcePath: fx.sourcePath, concurrency: 0 }),
-    ).rejects.toThrow(/concurrency must be a positive integer/);
+    ).rejects.toThrow(/concurrency: expected a whole number of at least 1, got 0/);
   });
 
   it('links relative results (a merged report points into sibling shard folders) but never URLs or absolute paths', async () => {
@@ -131,7 +127,7 @@ describe('writeHtmlReport', () => {
       items: [
         { ...fx.report.items[0]!, id: 'a', output: '../images/k1.jpg' },
         { ...fx.report.items[0]!, id: 'b', output: 'javascript:alert(1)' },
-        { ...fx.report.items[0]!, id: 'c', output: path.join(root, 'images', 'k1.jpg') },
+        { ...fx.report.items[0]!, id: 'c', output: root.file('images/k1.jpg') },
       ],
     };
     const { file } = await writeHtmlReport({ outDir: fx.outDir, report, sourcePath: () => null });
@@ -146,9 +142,9 @@ describe('writeHtmlReport', () => {
 
 describe('report header', () => {
   it('computes p50/p95 from the items and shows — without run.stats', async () => {
-    const root = await mkdtemp(path.join(os.tmpdir(), 'kb-html-'));
+    const root = await tempDir('kb-html-');
     try {
-      const fx = await buildSyntheticFixture(root);
+      const fx = await buildSyntheticFixture(root.dir);
       const { stats: _stats, ...run } = fx.report.run;
       const header = buildHeader({ ...fx.report, run });
       const tile = (key: string) => header.tiles.find((t) => t.key === key)?.value;
@@ -160,7 +156,7 @@ describe('report header', () => {
       expect(tile('success_rate')).toBe('38.5 %');
       expect(header.duration).toBe('7 min 43 s');
     } finally {
-      await rm(root, { recursive: true, force: true });
+      await root.remove();
     }
   });
 });

@@ -1,5 +1,5 @@
 /**
- * SQLite-style crash test (FAULTS A.1, issue 5 "Proof"): real CLI children against the sandbox,
+ * SQLite-style crash test (docs/faults.md A.1, issue 5 "Proof"): real CLI children against the sandbox,
  * SIGKILLed at many moments of a run, then rerun with every fault off. After every round the rerun
  * must exit 0 with every item succeeded, no item with a journaled job id submitted again, every
  * duplicate create flagged in the report, no finished result fetched again, every result whole,
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_FAULTS, type Sandbox, type SandboxFaults } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
 import { type CliProcess, type CliResult, killAllClis, waitFor } from '../helpers/cli.js';
+import { removeDir } from '../helpers/tmp.js';
 import {
   expectRerunComplete,
   expectSecretAbsent,
@@ -19,7 +20,6 @@ import {
   makeFixture,
   openSubmissions,
   readJournalRecords,
-  removeDir,
   run,
   type Snapshot,
   sandboxFor,

@@ -1,36 +1,30 @@
 /**
- * Local resources (FAULTS E.24, E.25): an output folder that cannot be written, and a disk that
+ * Local resources (docs/faults.md E.24, E.25): an output folder that cannot be written, and a disk that
  * fills up mid-run. The disk-full cases mount a tiny tmpfs and so need root (skipped otherwise).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import sharp from 'sharp';
-import { afterEach, describe, expect, it } from 'vitest';
-import { killAllClis } from '../helpers/cli.js';
+import { describe, expect, it } from 'vitest';
+import type { Sandbox } from '../../src/sandbox/index.js';
+import { noise } from '../helpers/images.js';
+import { removeDir, tempDir } from '../helpers/tmp.js';
 import {
   createsPerItem,
   expectRerunComplete,
   expectSecretAbsent,
   type Fixture,
   fileSha,
-  makeFixture,
+  perTest,
   readJournalRecords,
   readReport,
-  removeDir,
   run,
-  sandboxFor,
   snapshot,
-  tempDir,
 } from './world.js';
 
-const cleanup: Array<() => Promise<void> | void> = [];
-
-afterEach(async () => {
-  await killAllClis();
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const world = perTest({ processingMs: 200, jitterMs: 50 });
+const { cleanup } = world;
 
 const isRoot = process.getuid?.() === 0;
 
@@ -53,36 +47,23 @@ function mountTmpfs(dir: string, options: string): boolean {
 async function canMount(): Promise<boolean> {
   if (!isRoot) return false;
   const probe = await tempDir('kb-mount-probe-');
-  const ok = mountTmpfs(probe, 'size=64k');
-  if (ok) execFileSync('umount', ['-l', probe], { stdio: 'pipe' });
-  await removeDir(probe);
+  const ok = mountTmpfs(probe.dir, 'size=64k');
+  if (ok) execFileSync('umount', ['-l', probe.dir], { stdio: 'pipe' });
+  await probe.remove();
   return ok;
 }
 const mountable = await canMount();
 
-/** A large noisy JPEG: its sandbox result is a few hundred KB, to fill a tiny disk. */
-async function noisyJpeg(seed: number, width = 900, height = 700): Promise<Buffer> {
-  const raw = Buffer.alloc(width * height * 3);
-  let s = seed * 2_654_435_761;
-  for (let i = 0; i < raw.length; i++) {
-    s = (s * 1_103_515_245 + 12_345) >>> 0;
-    raw[i] = s >>> 24;
-  }
-  return sharp(raw, { raw: { width, height, channels: 3 } })
-    .jpeg({ quality: 92 })
-    .toBuffer();
-}
-
-async function setup(
-  count: number,
-  noisy = false,
-): Promise<{ fixture: Fixture; sandbox: Awaited<ReturnType<typeof sandboxFor>> }> {
-  const fixture = await makeFixture(count);
-  cleanup.push(() => removeDir(fixture.dir));
+/** A fixture and its sandbox; `noisy` swaps in large noisy JPEGs, whose results (a few hundred KB) fill a tiny disk. */
+async function setup(count: number, noisy = false): Promise<{ fixture: Fixture; sandbox: Sandbox }> {
+  const { fixture, sandbox } = await world.setup(count);
   if (noisy)
-    for (const [i, item] of fixture.items.entries()) await writeFile(item.image, await noisyJpeg(i + 1));
-  const sandbox = await sandboxFor(fixture, { processingMs: 200, jitterMs: 50 });
-  cleanup.push(() => sandbox.close());
+    for (const [i, item] of fixture.items.entries()) {
+      const jpeg = await noise(900, 700, { seed: i + 1 })
+        .jpeg({ quality: 92 })
+        .toBuffer();
+      await writeFile(item.image, jpeg);
+    }
   return { fixture, sandbox };
 }
 
@@ -151,7 +132,7 @@ describe('disk full (tiny tmpfs)', () => {
       const out = path.join(disk, 'out');
       const first = await run(fixture, sandbox, out);
       const context = `exit ${first.code}\nstdout:\n${first.stdout}\nstderr:\n${first.stderr}`;
-      // Any non-zero exit with a message naming the cause (FAULTS E.24).
+      // Any non-zero exit with a message naming the cause (docs/faults.md E.24).
       expect([1, 2, 3], context).toContain(first.code);
       expect(first.stdout + first.stderr, context).toMatch(/ENOSPC|no space/i);
       expect(first.stderr, context).not.toMatch(/unexpected error/);

@@ -1,28 +1,19 @@
 /**
- * A damaged journal (FAULTS A.2): a torn last line is cut with a warning and the rerun goes on; a
+ * A damaged journal (docs/faults.md A.2): a torn last line is cut with a warning and the rerun goes on; a
  * bad line in the middle stops the run with exit 2 naming the line, touching nothing.
  */
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
-import { killAllClis } from '../helpers/cli.js';
-import { type Fixture, jobRequests, makeFixture, readReport, removeDir, run, sandboxFor } from './world.js';
+import { jobRequests } from '../helpers/sandbox.js';
+import { type Fixture, perTest, readReport, run } from './world.js';
 
-const cleanup: Array<() => Promise<void>> = [];
-
-afterEach(async () => {
-  await killAllClis();
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
+const { setup } = perTest({ processingMs: 200, jitterMs: 50 });
 
 /** A fixture whose run already finished. */
 async function finished(count: number): Promise<{ fixture: Fixture; sandbox: Sandbox; out: string }> {
-  const fixture = await makeFixture(count);
-  cleanup.push(() => removeDir(fixture.dir));
-  const sandbox = await sandboxFor(fixture, { processingMs: 200, jitterMs: 50 });
-  cleanup.push(() => sandbox.close());
-  const out = path.join(fixture.dir, 'out');
+  const { fixture, sandbox, out } = await setup(count);
   const first = await run(fixture, sandbox, out);
   expect(first.code, first.stderr).toBe(0);
   return { fixture, sandbox, out };

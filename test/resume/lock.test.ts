@@ -1,5 +1,5 @@
 /**
- * The output folder's lock and interrupts (FAULTS A.3, E.26): a second run on the same folder is
+ * The output folder's lock and interrupts (docs/faults.md A.3, E.26): a second run on the same folder is
  * refused, a stale lock of a dead (or zombie) process is taken over, SIGINT exits 130 with state
  * saved and a rerun finishes without duplicate POSTs.
  */

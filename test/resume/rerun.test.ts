@@ -1,5 +1,5 @@
 /**
- * Reruns of a finished or partly finished run folder (FAULTS A.4, A.5; CONTRACT Rules): what is sent
+ * Reruns of a finished or partly finished run folder (docs/faults.md A.4, A.5; docs/contract.md#rules): what is sent
  * again, what is fetched again, and what is left alone. Real CLI children against the sandbox.
  */
 import { readFile, stat, utimes, writeFile } from 'node:fs/promises';
@@ -7,14 +7,13 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
 import { waitFor } from '../helpers/cli.js';
+import { kitchenJpeg } from '../helpers/images.js';
+import { createRequests, jobRequests } from '../helpers/sandbox.js';
 import {
-  createRequests,
   createsPerItem,
   expectSecretAbsent,
   type Fixture,
   fileSha,
-  jobRequests,
-  kitchenJpeg,
   perTest,
   readJournalRecords,
   readReport,

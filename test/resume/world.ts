@@ -2,10 +2,9 @@
  * Shared fixtures of the resume tests: real images made with sharp, a real CSV manifest in a temp
  * folder, a sandbox in this process (so its statistics can be read) and the CLI as a child process.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterEach, expect } from 'vitest';
@@ -20,6 +19,9 @@ import {
   type SpawnOptions,
   spawnCli,
 } from '../helpers/cli.js';
+import { kitchenJpeg } from '../helpers/images.js';
+import { canaryKey } from '../helpers/sandbox.js';
+import { allFiles, removeDir, tempDir } from '../helpers/tmp.js';
 
 /** One planned item of a test manifest. */
 export interface TestItem {
@@ -40,26 +42,6 @@ export interface Fixture {
 
 const STYLES = ['modern', 'japandi', 'industrial', 'coastal', 'farmhouse', 'scandinavian'];
 
-/** A distinct synthetic kitchen photo: coloured blocks whose colours and layout depend on `n`. */
-export async function kitchenJpeg(n: number, width = 320, height = 240): Promise<Buffer> {
-  const hue = (k: number) =>
-    `hsl(${(n * 47 + k * 83) % 360},${40 + ((n * 13) % 40)}%,${35 + ((n * 7 + k * 11) % 40)}%)`;
-  const svg =
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">` +
-    `<rect width="100%" height="100%" fill="${hue(0)}"/>` +
-    `<rect x="0" y="${height * 0.7}" width="${width}" height="${height * 0.3}" fill="${hue(1)}"/>` +
-    `<rect x="${width * 0.05}" y="${height * (0.4 + (n % 5) * 0.02)}" width="${width * 0.9}" height="${height * 0.25}" fill="${hue(2)}"/>` +
-    `<rect x="${width * ((n % 4) * 0.15 + 0.1)}" y="${height * 0.08}" width="${width * 0.3}" height="${height * 0.25}" fill="${hue(3)}"/>` +
-    `<circle cx="${width * 0.8}" cy="${height * 0.2}" r="${10 + (n % 6) * 4}" fill="${hue(4)}"/>` +
-    '</svg>';
-  return sharp(Buffer.from(svg)).flatten({ background: '#ffffff' }).jpeg({ quality: 85 }).toBuffer();
-}
-
-/** A new temp folder. */
-export function tempDir(prefix = 'kb-resume-'): Promise<string> {
-  return mkdtemp(path.join(os.tmpdir(), prefix));
-}
-
 /**
  * Makes `count` images in `<dir>/images/k<i>.jpg` and a CSV manifest `<dir>/<name>.csv`, one
  * change-style row per image, styles round-robin.
@@ -68,7 +50,7 @@ export async function makeFixture(
   count: number,
   options: { dir?: string; name?: string; styles?: (i: number) => string } = {},
 ): Promise<Fixture> {
-  const dir = options.dir ?? (await tempDir());
+  const dir = options.dir ?? (await tempDir('kb-resume-')).dir;
   await mkdir(path.join(dir, 'images'), { recursive: true });
   const items: TestItem[] = [];
   const rows = ['id,image,style'];
@@ -81,7 +63,7 @@ export async function makeFixture(
   }
   const manifest = path.join(dir, `${options.name ?? 'batch'}.csv`);
   await writeFile(manifest, `${rows.join('\n')}\n`);
-  return { dir, manifest, apiKey: `sk_canary_${randomBytes(12).toString('hex')}`, items };
+  return { dir, manifest, apiKey: canaryKey(12), items };
 }
 
 /** Rewrites the manifest from `items` (to change a style, say). */
@@ -169,20 +151,6 @@ export async function createsPerItem(fixture: Fixture, sandbox: Sandbox): Promis
   return counts;
 }
 
-/** Requests to the job endpoints (`/v1/modules/*` creates and `/v1/jobs/*` polls). */
-export function jobRequests(sandbox: Sandbox, since = 0): number {
-  return sandbox.stats.requests
-    .slice(since)
-    .filter((r) => r.path.startsWith('/v1/modules') || r.path.startsWith('/v1/jobs')).length;
-}
-
-/** Creates (POSTs to /v1/modules) received since request index `since`. */
-export function createRequests(sandbox: Sandbox, since = 0): number {
-  return sandbox.stats.requests
-    .slice(since)
-    .filter((r) => r.method === 'POST' && r.path.startsWith('/v1/modules')).length;
-}
-
 /** The journal's records; a torn last line (a killed append) is left out. */
 export async function readJournalRecords(out: string): Promise<JournalRecord[]> {
   let text: string;
@@ -218,20 +186,6 @@ export async function fileSha(file: string): Promise<string> {
   return createHash('sha256')
     .update(await readFile(file))
     .digest('hex');
-}
-
-/** Every file under `dir`, recursively. */
-export async function allFiles(dir: string): Promise<string[]> {
-  const files: string[] = [];
-  const walk = async (d: string) => {
-    for (const entry of await readdir(d, { withFileTypes: true }).catch(() => [])) {
-      const full = path.join(d, entry.name);
-      if (entry.isDirectory()) await walk(full);
-      else files.push(full);
-    }
-  };
-  await walk(dir);
-  return files;
 }
 
 /** Fails when `secret` occurs in any file under `out` or in any of `texts` (I4). */
@@ -370,16 +324,6 @@ export async function expectRerunComplete(
   ).toEqual([]);
   expect(existsSync(path.join(out, '.lock')), `${label}: lock released`).toBe(false);
   return report;
-}
-
-/** Removes a temp folder. */
-export async function removeDir(dir: string): Promise<void> {
-  await rm(dir, { recursive: true, force: true });
-}
-
-/** Size of a file, or -1. */
-export async function sizeOf(file: string): Promise<number> {
-  return (await stat(file).catch(() => null))?.size ?? -1;
 }
 
 /**

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_STYLES, type Sandbox, STYLES_SHAPES, startSandbox } from '../../src/sandbox/index.js';
-import { create, createJob, get, kitchenImage, pollUntilDone } from './helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { SANDBOX_STYLES, type Sandbox, type SandboxOptions, STYLES_SHAPES } from '../../src/sandbox/index.js';
+import { kitchenImage } from '../helpers/images.js';
+import { create, createJob, get, pollUntilDone, sandboxForTest } from '../helpers/sandbox.js';
 
 const ISO_WITH_OFFSET = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$/;
 
@@ -13,12 +14,9 @@ beforeAll(async () => {
   jpeg = await kitchenImage({ width: 1600, height: 1200 });
 });
 
-afterEach(async () => {
-  await sandbox?.close();
-});
-
-async function start(options: Parameters<typeof startSandbox>[0] = {}): Promise<Sandbox> {
-  sandbox = await startSandbox({ port: 0, processingMs: 50, jitterMs: 0, ...options });
+/** Starts this test's sandbox (closed after the test) with fast jobs. */
+async function start(options: SandboxOptions = {}): Promise<Sandbox> {
+  sandbox = await sandboxForTest({ processingMs: 50, jitterMs: 0, ...options });
   return sandbox;
 }
 

@@ -1,7 +1,8 @@
 import sharp from 'sharp';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Sandbox, type SandboxFaults, startSandbox } from '../../src/sandbox/index.js';
-import { create, createJob, get, type JobJson, kitchenImage, pollUntilDone } from './helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Sandbox, SandboxFaults } from '../../src/sandbox/index.js';
+import { kitchenImage } from '../helpers/images.js';
+import { create, createJob, get, type JobJson, pollUntilDone, sandboxForTest } from '../helpers/sandbox.js';
 
 let sandbox: Sandbox;
 let jpeg: Buffer;
@@ -10,12 +11,9 @@ beforeAll(async () => {
   jpeg = await kitchenImage({ width: 400, height: 300 });
 });
 
-afterEach(async () => {
-  await sandbox?.close();
-});
-
+/** Starts this test's sandbox (closed after the test) with fast jobs, seed 42 and these faults. */
 async function start(faults: Partial<SandboxFaults> = {}, processingMs = 50): Promise<Sandbox> {
-  sandbox = await startSandbox({ port: 0, processingMs, jitterMs: 0, seed: 42, faults });
+  sandbox = await sandboxForTest({ processingMs, jitterMs: 0, seed: 42, faults });
   return sandbox;
 }
 
@@ -98,7 +96,7 @@ describe('sandbox: fault knobs', () => {
     expect((error as Error).name).toBe('TimeoutError');
     expect(performance.now() - started).toBeLessThan(2000);
     expect(sandbox.stats.requests.at(-1)).toMatchObject({ status: 0, fault: 'hang' });
-    // Leave one hung request open: afterEach's close() must still return promptly.
+    // Leave one hung request open: close() must still return promptly.
     void get(sandbox, '/v1/jobs/job_y').catch(() => {});
     await new Promise((r) => setTimeout(r, 50));
     const closing = performance.now();

@@ -1,20 +1,13 @@
-import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
 import { compactRecords, lastRunRecords, shouldCompact } from '../../src/state/compact.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import { foldJournal } from '../../src/state/state.js';
+import { useTempDir } from '../helpers/tmp.js';
 
-let dir: string;
-beforeEach(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'kb-journal-'));
-});
-afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const tmp = useTempDir('kb-journal-');
 
 const item = (id: string, fp = 'fp1'): JournalRecord => ({
   t: 'item',
@@ -149,7 +142,7 @@ describe('journal', () => {
   });
 
   it('appends with group commit and reads back; a torn last line is cut with a report, not a crash', async () => {
-    const file = path.join(dir, 'journal.jsonl');
+    const file = tmp.file('journal.jsonl');
     const writer = await JournalWriter.open(file);
     await Promise.all(sampleRecords().map((r, i) => writer.append(r, { sync: i % 3 === 0 })));
     await writer.close();
@@ -165,7 +158,7 @@ describe('journal', () => {
   });
 
   it('a damaged line in the middle is corruption: StateError naming the line', async () => {
-    const file = path.join(dir, 'journal.jsonl');
+    const file = tmp.file('journal.jsonl');
     const lines = sampleRecords().map((r) => JSON.stringify(r));
     lines.splice(3, 0, '{"t":"accepted", garbage');
     await writeFile(file, `${lines.join('\n')}\n`);

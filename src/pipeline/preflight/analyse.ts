@@ -5,6 +5,7 @@
  */
 import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
 import type { RejectCode } from '../../types.js';
+import type { UploadFormat } from '../../util/image-format.js';
 import { type Sniffed, sniff, webpIsLossless } from './sniff.js';
 
 /** Format, oriented pixel size and byte size of an image. */
@@ -17,9 +18,6 @@ export interface ImageInfo {
   height: number;
   bytes: number;
 }
-
-/** The formats the service accepts, and therefore the only ones we ever upload. */
-export type UploadFormat = 'jpeg' | 'png' | 'webp';
 
 /** What the analysis of one source decided; file names are added by the caller. */
 export type Analysis =

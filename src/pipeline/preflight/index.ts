@@ -10,17 +10,18 @@
  * - Work is memoised per path and per content hash, bounded by a pool, and prepared files are
  *   cached on disk by content hash so a rerun does no sharp work again.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { UsageError } from '../errors.js';
-import type { RejectCode } from '../types.js';
-import { sha256, sha256File, writeFileAtomic } from '../util/fs.js';
-import { type Analysis, analyse, formatBytes, formatLabel, type ImageInfo } from './preflight/analyse.js';
-import { SNIFF_BYTES } from './preflight/sniff.js';
+import type { RejectCode } from '../../types.js';
+import { sha256, sha256File } from '../../util/fs.js';
+import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../../util/image-format.js';
+import { flag, wholeNumber } from '../../util/validate.js';
+import { type Analysis, analyse, formatBytes, formatLabel, type ImageInfo } from './analyse.js';
+import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
+import { SNIFF_BYTES } from './sniff.js';
 
-export type { ImageInfo } from './preflight/analyse.js';
+export type { ImageInfo } from './analyse.js';
 
 /** One step of work the preflighter did, reported to {@link PreflightOptions.onWork}. */
 export interface PreflightWorkEvent {
@@ -109,28 +110,8 @@ const DEFAULTS = {
   limitInputPixels: 0x3fff * 0x3fff,
 };
 
-/** Bump when the output of the preparation changes, so stale cache entries are not reused. */
-const CACHE_VERSION = 1;
-
 /** Sources up to this size are read into memory once (hash and decode from the same bytes). */
 const IN_MEMORY_LIMIT = 64 * 1024 * 1024;
-
-const EXTENSION = { jpeg: 'jpg', png: 'png', webp: 'webp' } as const;
-const CONTENT_TYPE = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp' } as const;
-type UploadFormat = keyof typeof EXTENSION;
-
-/** An analysis after its bytes are on disk: what the content-hash memo and the cache hold. */
-type Prepared =
-  | {
-      ok: true;
-      action: PreflightAction;
-      original: ImageInfo;
-      prepared: ImageInfo;
-      /** The cached prepared file; absent for 'as-is'. */
-      file?: string;
-      note?: string;
-    }
-  | { ok: false; code: RejectCode; reason: string };
 
 interface PathEntry {
   promise: Promise<PreflightResult>;
@@ -145,22 +126,16 @@ interface PathEntry {
  * per content hash (identical files at two paths are prepared once).
  */
 export function createPreflighter(options: PreflightOptions = {}): Preflighter {
-  const maxBytes = positiveInteger('maxBytes', options.maxBytes, DEFAULTS.maxBytes);
-  const maxSide = positiveInteger('maxSide', options.maxSide, DEFAULTS.maxSide);
-  const limitInputPixels = positiveInteger(
-    'limitInputPixels',
-    options.limitInputPixels,
-    DEFAULTS.limitInputPixels,
-  );
-  const concurrency = positiveInteger('concurrency', options.concurrency, os.availableParallelism());
-  const stripMetadata = options.stripMetadata ?? false;
-  if (typeof stripMetadata !== 'boolean') {
-    throw new UsageError(
-      `preflight option stripMetadata must be true or false, got ${String(stripMetadata)}`,
-    );
-  }
-  const limits = { maxBytes, maxSide, stripMetadata, limitInputPixels };
-  const optionsKey = sha256(JSON.stringify({ v: CACHE_VERSION, ...limits })).slice(0, 16);
+  const positive = (name: keyof PreflightOptions, value: unknown, fallback: number) =>
+    wholeNumber(`preflight option ${name}`, value, { min: 1 }, fallback);
+  const limits = {
+    maxBytes: positive('maxBytes', options.maxBytes, DEFAULTS.maxBytes),
+    maxSide: positive('maxSide', options.maxSide, DEFAULTS.maxSide),
+    stripMetadata: flag('preflight option stripMetadata', options.stripMetadata, false),
+    limitInputPixels: positive('limitInputPixels', options.limitInputPixels, DEFAULTS.limitInputPixels),
+  };
+  const concurrency = positive('concurrency', options.concurrency, os.availableParallelism());
+  const key = cacheKey(limits);
   const onWork = options.onWork;
   const limiter = createLimiter(concurrency);
 
@@ -176,46 +151,27 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   };
 
   const byPath = new Map<string, PathEntry>();
-  const byHash = new Map<string, Promise<Prepared>>();
+  const byHash = new Map<string, Promise<CacheEntry>>();
 
   /** The content-hash level: cache lookup, else sharp analysis and writing the result out. */
-  async function prepareContent(abs: string, sourceSha256: string, source: Source): Promise<Prepared> {
+  async function prepareContent(abs: string, sourceSha256: string, source: Source): Promise<CacheEntry> {
     const dir = await cacheDir();
-    const stem = path.join(dir, `${sourceSha256}-${optionsKey}`);
-    const cached = await readCache(stem);
+    const cached = await readCache(dir, sourceSha256, key);
     if (cached) {
       onWork?.({ kind: 'cache-hit', path: abs, sourceSha256 });
       return cached;
     }
     onWork?.({ kind: 'decode', path: abs, sourceSha256 });
     const analysis: Analysis = await analyse(source, limits);
-    if (!analysis.ok) return analysis; // refusals are cheap to find again and may depend on the caller's limits: not cached
-    const prepared: Prepared = {
-      ok: true,
-      action: analysis.action,
-      original: analysis.original,
-      prepared: analysis.prepared,
-      ...(analysis.note === undefined ? {} : { note: analysis.note }),
-    };
-    if (analysis.data) {
-      const file = `${stem}.${EXTENSION[analysis.prepared.format as UploadFormat]}`;
-      await writeFileAtomic(file, analysis.data);
-      prepared.file = file;
-    }
-    // The sidecar goes last: its presence promises that the prepared file is whole. An as-is
-    // sidecar guards nothing that must survive a power cut (the source is what gets uploaded, and
-    // a torn sidecar only means preparing again), so it skips the two fsyncs: measured ~1.6 ms, a
-    // seventh of the whole passthrough path.
-    const sidecar = `${JSON.stringify({ v: CACHE_VERSION, ...prepared })}\n`;
-    if (prepared.file) await writeFileAtomic(`${stem}.json`, sidecar);
-    else await writeFileRenamed(`${stem}.json`, sidecar);
-    return prepared;
+    // Refusals are cheap to find again and may depend on the caller's limits: not cached.
+    if (!analysis.ok) return analysis;
+    return writeCache(dir, sourceSha256, key, analysis);
   }
 
   /** The path level: read and hash inside a pool slot, then share the content-level work. */
   async function preparePath(abs: string, shown: string, entry: PathEntry): Promise<PreflightResult> {
     const step = await limiter.run(
-      async (): Promise<{ sha: string | null; outcome?: Prepared; shared?: Promise<Prepared> }> => {
+      async (): Promise<{ sha: string | null; outcome?: CacheEntry; shared?: Promise<CacheEntry> }> => {
         if (entry.waiters === 0) throw new DOMException('preflight aborted before it started', 'AbortError');
         let source: Source & { sha: string };
         try {
@@ -236,7 +192,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
         return { sha: source.sha, outcome: await work };
       },
     );
-    const outcome = step.outcome ?? (await (step.shared as Promise<Prepared>));
+    const outcome = step.outcome ?? (await (step.shared as Promise<CacheEntry>));
     return toResult(outcome, step.sha, abs, shown);
   }
 
@@ -312,7 +268,7 @@ async function readSource(abs: string): Promise<Source & { sha: string }> {
 }
 
 /** File-system errors that mean "there is no readable image here"; anything else is thrown. */
-function unreadable(error: unknown): Prepared | undefined {
+function unreadable(error: unknown): CacheEntry | undefined {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   const reasons: Record<string, string> = {
     ENOENT: 'no such file',
@@ -326,7 +282,7 @@ function unreadable(error: unknown): Prepared | undefined {
   return reason === undefined ? undefined : { ok: false, code: 'file_not_found', reason };
 }
 
-function toResult(outcome: Prepared, sha: string | null, abs: string, shown: string): PreflightResult {
+function toResult(outcome: CacheEntry, sha: string | null, abs: string, shown: string): PreflightResult {
   if (!outcome.ok)
     return {
       ok: false,
@@ -343,71 +299,10 @@ function toResult(outcome: Prepared, sha: string | null, abs: string, shown: str
     prepared: outcome.prepared,
     // Identical bytes at two paths share one preparation, but each as-is item uploads its own file.
     path: outcome.file ?? abs,
-    contentType: CONTENT_TYPE[format],
-    filename: `${base}.${EXTENSION[format]}`,
+    contentType: FORMAT_CONTENT_TYPE[format],
+    filename: `${base}.${FORMAT_EXTENSION[format]}`,
     ...(outcome.note === undefined ? {} : { note: outcome.note }),
   };
-}
-
-/** Atomic (temp file + rename) but not durable: for cache entries that are cheap to redo. */
-async function writeFileRenamed(file: string, data: string): Promise<void> {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  try {
-    await writeFile(tmp, data);
-    await rename(tmp, file);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw error;
-  }
-}
-
-async function readCache(stem: string): Promise<Prepared | undefined> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(await readFile(`${stem}.json`, 'utf8'));
-  } catch {
-    return undefined; // absent or torn: prepare afresh
-  }
-  if (!isCachedEntry(parsed)) return undefined;
-  const { v: _version, ...entry } = parsed;
-  if (entry.file !== undefined) {
-    // The sidecar is written after the file, but the file could be deleted or altered since.
-    const size = await stat(entry.file).then(
-      (s) => s.size,
-      () => -1,
-    );
-    if (size !== entry.prepared.bytes) return undefined;
-  }
-  return entry;
-}
-
-function isImageInfo(value: unknown): value is ImageInfo {
-  const v = value as Partial<ImageInfo> | null;
-  return (
-    typeof v === 'object' &&
-    v !== null &&
-    typeof v.format === 'string' &&
-    typeof v.width === 'number' &&
-    typeof v.height === 'number' &&
-    typeof v.bytes === 'number'
-  );
-}
-
-function isCachedEntry(value: unknown): value is Prepared & { ok: true; v: number } {
-  const v = value as Record<string, unknown> | null;
-  return (
-    typeof v === 'object' &&
-    v !== null &&
-    v.v === CACHE_VERSION &&
-    v.ok === true &&
-    (v.action === 'as-is' || v.action === 'converted' || v.action === 'resized') &&
-    isImageInfo(v.original) &&
-    isImageInfo(v.prepared) &&
-    v.prepared.format in EXTENSION &&
-    (v.file === undefined || typeof v.file === 'string') &&
-    (v.action === 'as-is') === (v.file === undefined) &&
-    (v.note === undefined || typeof v.note === 'string')
-  );
 }
 
 /**
@@ -433,14 +328,6 @@ function waitFor(entry: PathEntry, signal: AbortSignal | undefined): Promise<Pre
       },
     );
   });
-}
-
-function positiveInteger(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new UsageError(`preflight option ${name} must be a positive integer, got ${String(value)}`);
-  }
-  return value;
 }
 
 interface Limiter {

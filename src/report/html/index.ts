@@ -2,13 +2,14 @@ import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { ItemError, ItemStatus, Report, ReportItem } from '../types.js';
-import { writeFileAtomic } from '../util/fs.js';
-import { safeId } from '../util/ids.js';
-import { formatCount, formatDuration, formatTimestamp, percentile } from './html/format.js';
-import { ERROR_HINTS } from './html/hints.js';
-import { type HeaderModel, renderPage } from './html/page.js';
-import { ensureThumbnails, type ThumbJob } from './thumbs.js';
+import type { ItemError, ItemStatus, Report, ReportItem } from '../../types.js';
+import { writeFileAtomic } from '../../util/fs.js';
+import { safeId } from '../../util/ids.js';
+import { wholeNumber } from '../../util/validate.js';
+import { ensureThumbnails, type ThumbJob } from '../thumbs.js';
+import { formatCount, formatDuration, formatTimestamp, percentile } from './format.js';
+import { ERROR_HINTS } from './hints.js';
+import { type HeaderModel, renderPage } from './page.js';
 
 /** Options of {@link writeHtmlReport}. */
 export interface HtmlReportOptions {
@@ -67,14 +68,8 @@ interface PageItem {
  * gets a placeholder, never an error. The page is written atomically.
  */
 export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlReportResult> {
-  const thumbSize = options.thumbSize ?? 320;
-  const concurrency = options.concurrency ?? os.availableParallelism();
-  if (!Number.isInteger(thumbSize) || thumbSize < 16 || thumbSize > 4096) {
-    throw new RangeError(`thumbSize must be an integer from 16 to 4096, got ${String(options.thumbSize)}`);
-  }
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new RangeError(`concurrency must be a positive integer, got ${String(options.concurrency)}`);
-  }
+  const thumbSize = wholeNumber('thumbSize', options.thumbSize, { min: 16, max: 4096 }, 320);
+  const concurrency = wholeNumber('concurrency', options.concurrency, { min: 1 }, os.availableParallelism());
   const outDir = path.resolve(options.outDir);
   const thumbsDir = path.join(outDir, 'thumbs');
   await mkdir(thumbsDir, { recursive: true });

@@ -1,25 +1,25 @@
-/** Shared helpers of the sandbox tests: real images and real HTTP against a running sandbox. */
-import sharp from 'sharp';
-import type { Sandbox } from '../../src/sandbox/index.js';
+/** The sandbox in tests: one per test, plain-fetch requests against it, and counts from its statistics. */
+import { randomBytes } from 'node:crypto';
+import { onTestFinished } from 'vitest';
+import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 
-/** A synthetic "kitchen": coloured blocks so styles have colour and structure to change. */
-export async function kitchenImage(
-  options: { width?: number; height?: number; format?: 'jpeg' | 'png'; alpha?: boolean } = {},
-): Promise<Buffer> {
-  const width = options.width ?? 640;
-  const height = options.height ?? 480;
-  const svg =
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">` +
-    `<rect width="100%" height="100%" fill="${options.alpha ? 'rgba(240,230,210,0.6)' : '#f0e6d2'}"/>` +
-    `<rect x="0" y="${height * 0.7}" width="${width}" height="${height * 0.3}" fill="#8b5a2b"/>` +
-    `<rect x="${width * 0.05}" y="${height * 0.45}" width="${width * 0.9}" height="${height * 0.25}" fill="#2e6b8a"/>` +
-    `<rect x="${width * 0.05}" y="${height * 0.42}" width="${width * 0.9}" height="${height * 0.04}" fill="#d9d9d9"/>` +
-    `<rect x="${width * 0.35}" y="${height * 0.08}" width="${width * 0.3}" height="${height * 0.25}" fill="#a8d8ff"/>` +
-    `<rect x="${width * 0.05}" y="${height * 0.05}" width="${width * 0.25}" height="${height * 0.3}" fill="#c0392b"/>` +
-    '</svg>';
-  const image = sharp(Buffer.from(svg));
-  if (options.format === 'png') return image.png().toBuffer();
-  return image.flatten({ background: '#ffffff' }).jpeg({ quality: 85 }).toBuffer();
+/** A key that looks like a real one (`sk_canary_` and `bytes` random bytes in hex), so a leak is easy to grep for. */
+export function canaryKey(bytes = 8): string {
+  return `sk_canary_${randomBytes(bytes).toString('hex')}`;
+}
+
+/** Jobs that end in about a quarter of a second: fast tests, but still queued → processing → done. */
+export const QUICK_JOBS = {
+  processingMs: 200,
+  jitterMs: 100,
+  queuedMs: 20,
+} as const satisfies SandboxOptions;
+
+/** Starts a sandbox on a free loopback port and closes it when the current test finishes. */
+export async function sandboxForTest(options: SandboxOptions = {}): Promise<Sandbox> {
+  const sandbox = await startSandbox({ port: 0, ...options });
+  onTestFinished(() => sandbox.close());
+  return sandbox;
 }
 
 /** Fields of a create request. */
@@ -95,4 +95,18 @@ export async function pollUntilDone(sandbox: Sandbox, id: string, timeoutMs = 50
     if (performance.now() > deadline) return job;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
+}
+
+/** Creates (POSTs to `/v1/modules/*`) the sandbox received, from request index `since` on. */
+export function createRequests(sandbox: Sandbox, since = 0): number {
+  return sandbox.stats.requests
+    .slice(since)
+    .filter((r) => r.method === 'POST' && r.path.startsWith('/v1/modules/')).length;
+}
+
+/** Requests to the job endpoints (`/v1/modules/*` creates and `/v1/jobs/*` polls) from index `since` on. */
+export function jobRequests(sandbox: Sandbox, since = 0): number {
+  return sandbox.stats.requests
+    .slice(since)
+    .filter((r) => r.path.startsWith('/v1/modules') || r.path.startsWith('/v1/jobs')).length;
 }

@@ -1,0 +1,41 @@
+import type { Logger } from 'pino';
+import type { KitchenClient } from '../api/client.js';
+import type { ServiceGate } from '../api/gate.js';
+import type { ItemStore } from '../state/items.js';
+import type { FailureContext, Outcome, Stage } from './outcomes.js';
+import { failureOutcome } from './outcomes.js';
+import type { PollScheduler } from './poll-schedule.js';
+
+/**
+ * What a stage may use: a narrow context, the same whether the stages run under the local flow
+ * (`flow.ts`) or under another driver. A stage takes an item's state and this, does its one step,
+ * journals what it learnt from the service through `store`, and returns an {@link Outcome}; it
+ * never decides what comes next.
+ */
+export interface StageContext {
+  client: KitchenClient;
+  /** The one door to the service: rate governor and retry policy. */
+  gate: ServiceGate;
+  store: ItemStore;
+  /** When each job may be polled (the 2 s floor, the first poll's estimate). */
+  polls: PollScheduler;
+  logger: Logger;
+  /** Soft stop: no new attempts; waits end early. */
+  stop: AbortSignal;
+  /** Hard stop: requests in flight are aborted. */
+  abort: AbortSignal;
+  /** `<out>/results`. */
+  resultsDir: string;
+}
+
+/** The outcome table applied with what the context knows (see `outcomes.ts`). */
+export function failed(ctx: StageContext, stage: Stage, error: unknown, jobId?: string | null): Outcome {
+  const facts: FailureContext = {
+    stopping: ctx.stop.aborted,
+    unreachable: ctx.gate.unreachable,
+    baseUrl: ctx.client.baseUrl,
+    resultsDir: ctx.resultsDir,
+    ...(jobId !== undefined ? { jobId } : {}),
+  };
+  return failureOutcome(stage, error, facts);
+}

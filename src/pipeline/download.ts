@@ -1,0 +1,149 @@
+/**
+ * Download: fetches a succeeded job's result into `results/` whole or not at all: stream to a
+ * `.part`, check it decodes, fsync, rename, fsync the folder, then journal it (docs/faults.md
+ * D.19-D.23). An expired URL re-polls the job once for a fresh one.
+ */
+import { rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import sharp from 'sharp';
+import { ApiError } from '../api/errors.js';
+import { ResultDecodeError, StateError } from '../errors.js';
+import type { ItemState } from '../state/state.js';
+import { fsyncDir } from '../util/fs.js';
+import { FORMAT_EXTENSION, type UploadFormat } from '../util/image-format.js';
+import { failed, type StageContext } from './context.js';
+import type { Outcome } from './outcomes.js';
+
+/**
+ * The result's path in `results/`: the item id (already limited to `[A-Za-z0-9._-]` and 255 bytes)
+ * with the extension of the format detected from the bytes, never from the URL or a header. Refuses a name that would leave the folder (`.`/`..`).
+ */
+export function resultPath(resultsDir: string, id: string, format: UploadFormat): string {
+  const file = path.resolve(resultsDir, `${id}.${FORMAT_EXTENSION[format]}`);
+  if (path.dirname(file) !== path.resolve(resultsDir)) {
+    throw new StateError('bad_id', `item id ${id} escapes results/`);
+  }
+  return file;
+}
+
+/** Downloads the item's result (its URL is in `state`); `downloaded` is journaled and fsynced. */
+export async function downloadItem(ctx: StageContext, state: ItemState): Promise<Outcome> {
+  const { id, fp } = state;
+  const jobId = state.jobId!;
+  let refreshed = false;
+  if (ctx.stop.aborted) return { kind: 'stopped' };
+  for (;;) {
+    const url = state.imageUrl;
+    if (!url) {
+      return {
+        kind: 'incomplete',
+        error: { code: 'download_failed', message: 'the job succeeded without a result URL' },
+      };
+    }
+    const part = path.join(ctx.resultsDir, `.${id}.${process.pid}.part`);
+    try {
+      const file = await ctx.gate.call(
+        'download',
+        async () => {
+          const got = await ctx.client.downloadResult(url, part, { signal: ctx.abort });
+          await checkDecodes(part).catch(async (error: unknown) => {
+            await rm(part, { force: true });
+            throw error;
+          });
+          return got;
+        },
+        { signal: ctx.stop, label: id },
+      );
+      const final = resultPath(ctx.resultsDir, id, file.format);
+      await rename(part, final);
+      await fsyncDir(ctx.resultsDir);
+      const st = await stat(final);
+      await removeOtherFormats(ctx.resultsDir, id, final);
+      const output = `results/${path.basename(final)}`;
+      await ctx.store.record(
+        {
+          t: 'downloaded',
+          id,
+          fp,
+          job_id: jobId,
+          output,
+          sha256: file.sha256,
+          bytes: file.bytes,
+          mtime_ms: st.mtimeMs,
+        },
+        { sync: true },
+      );
+      ctx.logger.info({ event: 'downloaded', item: id, job_id: jobId, bytes: file.bytes }, 'result saved');
+      return { kind: 'downloaded', jobId };
+    } catch (error) {
+      await rm(part, { force: true });
+      if (isExpired(error) && !refreshed && !ctx.stop.aborted) {
+        refreshed = true;
+        ctx.logger.info(
+          { event: 'result_url_expired', item: id, job_id: jobId },
+          're-polling the job for a fresh URL',
+        );
+        if (await refreshUrl(ctx, state).catch(() => false)) continue;
+      }
+      return failed(ctx, 'download', error, jobId);
+    }
+  }
+}
+
+/** Polls the job once more (the 2 s floor kept) and journals a fresh result URL; false when there is none. */
+async function refreshUrl(ctx: StageContext, state: ItemState): Promise<boolean> {
+  const { id, fp } = state;
+  const job = await ctx.gate.call(
+    'poll',
+    async () => {
+      try {
+        return await ctx.client.getJob(state.jobId!, { signal: ctx.abort });
+      } finally {
+        ctx.polls.polled(id);
+      }
+    },
+    { signal: ctx.stop, label: id, beforeAttempt: () => ctx.polls.waitTurn(id, 0, ctx.stop) },
+  );
+  if (job.status !== 'succeeded' || !job.imageUrl) return false;
+  await ctx.store.record({
+    t: 'ended',
+    id,
+    fp,
+    job_id: job.id,
+    status: 'succeeded',
+    image_url: job.imageUrl,
+    processing_time_ms: job.processingTimeMs ?? state.processingTimeMs,
+    error: null,
+  });
+  return true;
+}
+
+/** A result in another format from an earlier download would shadow this one in `results/`. */
+async function removeOtherFormats(resultsDir: string, id: string, keep: string): Promise<void> {
+  for (const ext of Object.values(FORMAT_EXTENSION)) {
+    const file = path.join(resultsDir, `${id}.${ext}`);
+    if (file !== keep) await rm(file, { force: true });
+  }
+}
+
+/** 403/404/410 from the result storage: the URL expired or was rotated. */
+function isExpired(error: unknown): boolean {
+  return (
+    error instanceof ApiError &&
+    error.kind === 'http' &&
+    (error.status === 403 || error.status === 404 || error.status === 410)
+  );
+}
+
+/** A result must decode whole: a connection-close body can be cut short without any error. */
+export async function checkDecodes(file: string): Promise<void> {
+  try {
+    // A full decode (shrink-on-load still reads every byte of the entropy-coded data) at a tiny
+    // output size: ~10× cheaper than stats(), and it still fails on a cut-short file.
+    await sharp(file, { failOn: 'error' }).resize(64, 64, { fit: 'inside' }).raw().toBuffer();
+  } catch (error) {
+    throw new ResultDecodeError(`result image does not decode: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}

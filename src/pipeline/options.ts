@@ -1,0 +1,266 @@
+/**
+ * The options of a run, in groups, with their defaults and checks in one place. `resolveRunOptions`
+ * is the boundary: it fills every default and refuses a bad value with one message form
+ * (`<option>: expected …, got …`); everything downstream reads the resolved values and applies no
+ * default of its own. CLI flag names live in `src/config.ts`, which maps flags onto these options.
+ */
+import path from 'node:path';
+import { normaliseBaseUrl } from '../api/client.js';
+import type { GovernorOptions } from '../api/governor.js';
+import type { RetryOptions } from '../api/policy.js';
+import { UsageError } from '../errors.js';
+import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
+import type { RunEvent } from './events.js';
+import { checkShard, type Shard } from './shard.js';
+
+/** Where the service is and how to talk to it. */
+export interface ServiceOptions {
+  /** Service root; `/v1/...` is appended. */
+  baseUrl: string;
+  /** The API key: sent to `baseUrl` only, never logged or written. */
+  apiKey: string;
+  /** Client timeouts in ms (see `ClientOptions`: connect 10 s, request 30 s, upload 120 s, download 300 s). */
+  timeouts?: { connect?: number; request?: number; upload?: number; download?: number };
+  /** Retry budget and backoff of service calls. */
+  retry?: RetryOptions;
+  /** Rate governor tuning. */
+  governor?: GovernorOptions;
+  /** No answer from the service for this long while calls keep failing: the run ends with exit 3. @default 120_000 */
+  unreachableMs?: number;
+}
+
+/** How images are prepared before upload. */
+export interface PreflightRunOptions {
+  /** Strip EXIF/GPS from images that would otherwise go up unchanged. @default false */
+  stripMetadata?: boolean;
+  /** Longest side of an uploaded image, px (64..16384). @default 4096 */
+  maxSide?: number;
+}
+
+/** How much this run does at once and in all. */
+export interface LimitOptions {
+  /** Jobs in flight (submitted, not yet ended), 1..1000. @default 8 */
+  concurrency?: number;
+  /** Submit at most this many new jobs in this run (a cost guard). @default unlimited */
+  maxSubmissions?: number;
+  /** A job not ended this long after this run started watching it is `incomplete/job_timeout`. @default 1_800_000 */
+  jobTimeoutMs?: number;
+  /** Run only part K of N of the items. @default all items */
+  shard?: Shard;
+}
+
+/** What a rerun does again. */
+export interface ResumeOptions {
+  /** Resubmit items whose job failed in an earlier run. @default false */
+  retryFailed?: boolean;
+  /** Resend a submission whose outcome is unknown, now and on resume (possible duplicate charge). @default false */
+  retryAmbiguous?: boolean;
+  /** Hash every finished result on resume instead of trusting size and mtime. @default false */
+  verify?: boolean;
+}
+
+/** Intervals of the run's housekeeping. */
+export interface TimingOptions {
+  /** Time in-flight requests get after a soft stop. @default 5000 */
+  graceMs?: number;
+  /** How often report.json/csv are refreshed during a run. @default 30_000 */
+  reportIntervalMs?: number;
+  /** How often a `progress` event is emitted. @default 1000 */
+  progressIntervalMs?: number;
+}
+
+/** How the caller stops a run. */
+export interface SignalOptions {
+  /** Soft stop (SIGINT): no new submissions, in-flight requests get `timing.graceMs` to finish. */
+  stop?: AbortSignal;
+  /** Hard stop: abort in-flight requests now (a second SIGINT). */
+  abort?: AbortSignal;
+}
+
+/** What the run writes besides results and the journal. */
+export interface OutputOptions {
+  /** Write report.html at the end. @default true */
+  html?: boolean;
+  /** pino level of run.log. @default 'info' */
+  logLevel?: string;
+}
+
+/** Options of `runBatch`. Everything but `manifest` and `service` has a default. */
+export interface RunOptions {
+  /** Path of the manifest (.csv, .json, .jsonl/.ndjson). */
+  manifest: string;
+  /** Output folder. @default `output/<manifest file name without extension>` under `cwd` */
+  out?: string;
+  /** Folder relative paths resolve against. @default process.cwd() */
+  cwd?: string;
+  service: ServiceOptions;
+  preflight?: PreflightRunOptions;
+  limits?: LimitOptions;
+  resume?: ResumeOptions;
+  timing?: TimingOptions;
+  signals?: SignalOptions;
+  output?: OutputOptions;
+  /** Progress and item events. A listener that throws is logged, never fatal. */
+  onEvent?: (event: RunEvent) => void;
+}
+
+/** The options of `plan`: a run stopped before submitting, which may have no service. */
+export type PlanOptions = Omit<RunOptions, 'service'> & { service?: ServiceOptions };
+
+/** {@link RunOptions} with every default filled in and every value checked. */
+export interface ResolvedRunOptions {
+  manifest: string;
+  cwd: string;
+  /** Absolute output folder. */
+  outDir: string;
+  /** Absolute folder of the manifest (image paths are relative to it). */
+  manifestDir: string;
+  service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
+    Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
+  preflight: Required<PreflightRunOptions>;
+  limits: { concurrency: number; maxSubmissions: number | null; jobTimeoutMs: number; shard: Shard | null };
+  resume: Required<ResumeOptions>;
+  timing: Required<TimingOptions>;
+  signals: SignalOptions;
+  output: Required<OutputOptions>;
+  onEvent: (event: RunEvent) => void;
+}
+
+/** {@link PlanOptions} resolved: as a run, with the service optional. */
+export type ResolvedPlanOptions = Omit<ResolvedRunOptions, 'service'> & {
+  service: ResolvedRunOptions['service'] | null;
+};
+
+/** Levels `output.logLevel` takes (pino's). */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Names options in messages; the CLI passes one that names its flags instead of option paths. */
+export type OptionLabel = (optionPath: string) => string;
+
+/** Options objects this module resolved: passing one again is not checked twice. */
+const resolved = new WeakSet<object>();
+
+/** Whether `options` came out of {@link resolveRunOptions} (or {@link withService}). */
+export function isResolved(options: object): options is ResolvedRunOptions {
+  return resolved.has(options);
+}
+
+/** The default output folder: `output/<manifest file name without extension>` under `cwd`. */
+export function defaultOutDir(cwd: string, manifest: string): string {
+  return path.resolve(cwd, 'output', path.basename(manifest).replace(/\.[^.]+$/, ''));
+}
+
+/**
+ * Fills in the defaults of a run and checks every value, once. Throws a {@link UsageError} (exit 2)
+ * naming the option (through `label`) and what was expected.
+ */
+export function resolveRunOptions(
+  input: RunOptions | ResolvedRunOptions,
+  label: OptionLabel = (p) => p,
+): ResolvedRunOptions {
+  if (isResolved(input)) return input;
+  const { service, ...rest } = input;
+  return withService(resolvePlanOptions(rest, label), service, label);
+}
+
+/** As {@link resolveRunOptions}, for `plan`, where the service is optional. */
+export function resolvePlanOptions(input: PlanOptions, label: OptionLabel = (p) => p): ResolvedPlanOptions {
+  return { ...resolveCore(input, label), service: resolveService(input.service, label) };
+}
+
+/**
+ * Completes checked plan options with the service, checked too: a run's options. The CLI checks
+ * its flags first, before it starts a sandbox or reads the environment, then adds the service.
+ */
+export function withService(
+  options: ResolvedPlanOptions,
+  service: ServiceOptions | undefined,
+  label: OptionLabel = (p) => p,
+): ResolvedRunOptions {
+  const checked = resolveService(service, label);
+  if (!checked) throw new UsageError('no service: pass the service options (base URL and API key)');
+  const result: ResolvedRunOptions = { ...options, service: checked };
+  resolved.add(result);
+  return result;
+}
+
+function resolveService(
+  service: ServiceOptions | undefined,
+  label: OptionLabel,
+): ResolvedRunOptions['service'] | null {
+  if (!service) return null;
+  const apiKey = text(
+    label('service.apiKey'),
+    service.apiKey,
+    'no API key: set KITCHEN_API_KEY (or --api-key-file), or use --sandbox',
+  );
+  const baseUrl = text(
+    label('service.baseUrl'),
+    service.baseUrl,
+    'no service URL: set KITCHEN_API_BASE_URL or --base-url, or use --sandbox',
+  );
+  try {
+    normaliseBaseUrl(baseUrl);
+  } catch {
+    throw new OptionError(label('service.baseUrl'), 'an http(s) URL without credentials', baseUrl);
+  }
+  return {
+    apiKey,
+    baseUrl,
+    unreachableMs: numberAbove(label('service.unreachableMs'), service.unreachableMs, 0, 120_000, 'ms'),
+    ...(service.timeouts ? { timeouts: service.timeouts } : {}),
+    ...(service.retry ? { retry: service.retry } : {}),
+    ...(service.governor ? { governor: service.governor } : {}),
+  };
+}
+
+function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOptions, 'service'> {
+  const cwd = input.cwd ?? process.cwd();
+  const manifest = text(label('manifest'), input.manifest, 'no manifest: name a .csv, .json or .jsonl file');
+  const { preflight = {}, limits = {}, resume = {}, timing = {}, output = {} } = input;
+  const shard = limits.shard ? checkShard(label('limits.shard'), limits.shard) : null;
+  return {
+    manifest,
+    cwd,
+    outDir: input.out === undefined ? defaultOutDir(cwd, manifest) : path.resolve(cwd, input.out),
+    manifestDir: path.dirname(path.resolve(cwd, manifest)),
+    preflight: {
+      stripMetadata: flag(label('preflight.stripMetadata'), preflight.stripMetadata, false),
+      maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, { min: 64, max: 16_384 }, 4096),
+    },
+    limits: {
+      concurrency: wholeNumber(label('limits.concurrency'), limits.concurrency, { min: 1, max: 1000 }, 8),
+      maxSubmissions: wholeNumber(label('limits.maxSubmissions'), limits.maxSubmissions, { min: 0 }) ?? null,
+      jobTimeoutMs: numberAbove(label('limits.jobTimeoutMs'), limits.jobTimeoutMs, 0, 1_800_000, 'ms'),
+      shard,
+    },
+    resume: {
+      retryFailed: flag(label('resume.retryFailed'), resume.retryFailed, false),
+      retryAmbiguous: flag(label('resume.retryAmbiguous'), resume.retryAmbiguous, false),
+      verify: flag(label('resume.verify'), resume.verify, false),
+    },
+    timing: {
+      graceMs: numberAbove(label('timing.graceMs'), timing.graceMs, -1, 5000, 'ms'),
+      reportIntervalMs: numberAbove(
+        label('timing.reportIntervalMs'),
+        timing.reportIntervalMs,
+        0,
+        30_000,
+        'ms',
+      ),
+      progressIntervalMs: numberAbove(
+        label('timing.progressIntervalMs'),
+        timing.progressIntervalMs,
+        0,
+        1000,
+        'ms',
+      ),
+    },
+    signals: input.signals ?? {},
+    output: {
+      html: flag(label('output.html'), output.html, true),
+      logLevel: oneOf(label('output.logLevel'), output.logLevel, LOG_LEVELS, 'info'),
+    },
+    onEvent: input.onEvent ?? (() => {}),
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * Poll: asks for the item's job until it ends, never twice within 2 s per job
+ * (docs/contract.md#poll-floor), its first poll placed from the times jobs took so far in the run.
+ * Failed polls are retried by the gate (the floor holds for retries too); a job that does not end
+ * within the job timeout is left `incomplete/job_timeout` with its id kept, so a rerun polls it.
+ */
+import type { Job } from '../api/wire.js';
+import type { ItemState } from '../state/state.js';
+import { monotonicMs } from '../util/time.js';
+import { failed, type StageContext } from './context.js';
+import { JobTimeoutError, type Outcome } from './outcomes.js';
+
+/** Options of {@link pollJob}. */
+export interface PollOptions {
+  /** A job not ended this long after this run started polling it is `incomplete/job_timeout`. */
+  jobTimeoutMs: number;
+}
+
+/** Polls the item's job (its id is in `state`) until it ends; `ended` is journaled. */
+export async function pollJob(ctx: StageContext, state: ItemState, options: PollOptions): Promise<Outcome> {
+  const { id, fp } = state;
+  const jobId = state.jobId!;
+  const startedMono = monotonicMs();
+  let delay = ctx.polls.firstDelay(id);
+  const beforeAttempt = async () => {
+    await ctx.polls.waitTurn(id, delay, ctx.stop);
+    // After a failed attempt the floor alone decides (the gate has already backed off).
+    delay = 0;
+    if (monotonicMs() - startedMono > options.jobTimeoutMs)
+      throw new JobTimeoutError(jobId, options.jobTimeoutMs);
+  };
+  try {
+    for (;;) {
+      const job: Job = await ctx.gate.call(
+        'poll',
+        async () => {
+          try {
+            return await ctx.client.getJob(jobId, { signal: ctx.abort });
+          } finally {
+            ctx.polls.polled(id);
+          }
+        },
+        { signal: ctx.stop, label: id, beforeAttempt },
+      );
+      if (job.status === 'succeeded' || job.status === 'failed') {
+        ctx.polls.ended(id, job);
+        await ctx.store.record({
+          t: 'ended',
+          id,
+          fp,
+          job_id: jobId,
+          status: job.status,
+          image_url: job.imageUrl,
+          processing_time_ms: job.processingTimeMs,
+          error: job.error,
+        });
+        if (job.status === 'failed') {
+          ctx.logger.info({ event: 'failed', item: id, job_id: jobId, code: job.error?.code }, 'job failed');
+        }
+        return { kind: 'ended', status: job.status, jobId, error: job.error };
+      }
+      delay = ctx.polls.nextDelay(id);
+    }
+  } catch (error) {
+    return failed(ctx, 'poll', error, jobId);
+  }
+}

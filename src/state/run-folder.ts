@@ -1,0 +1,137 @@
+/**
+ * The output folder of a run, opened for writing: created, locked against a second run, cleared of
+ * a killed run's partial downloads, its journal read (torn last line cut, corruption refused) and
+ * compacted when it has grown, then opened for appending. Closing releases it all.
+ */
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { StateError } from '../errors.js';
+import { writeFileAtomic } from '../util/fs.js';
+import { createRunLogger } from '../util/logger.js';
+import { compactRecords, lastRunRecords, shouldCompact } from './compact.js';
+import { JournalWriter, readJournal } from './journal.js';
+import { acquireLock } from './lock.js';
+import { foldJournal, type ItemState } from './state.js';
+
+/** Options of {@link openRunFolder}. */
+export interface RunFolderOptions {
+  /** pino level of `run.log`. */
+  logLevel: string;
+  /** Strings scrubbed from every log line (the API key). */
+  secrets: string[];
+  /** Called with each warning a user should see (lock taken over, torn journal line). */
+  onWarning?: (message: string) => void;
+}
+
+/** An open, locked run folder. */
+export interface RunFolder {
+  dir: string;
+  /** `<dir>/results`, where result images land. */
+  resultsDir: string;
+  /** `run.log`. */
+  logger: Logger;
+  journal: JournalWriter;
+  /** The journal folded into item states (what a resumed run starts from). */
+  states: Map<string, ItemState>;
+  /** Whether an earlier run left a journal here. */
+  resumed: boolean;
+  /** Closes the journal, flushes the log and releases the lock. */
+  close(): Promise<void>;
+}
+
+/** Opens `dir` for a run; a {@link StateError} (exit 2) when it cannot be created, is locked or its journal is damaged. */
+export async function openRunFolder(dir: string, options: RunFolderOptions): Promise<RunFolder> {
+  const resultsDir = path.join(dir, 'results');
+  await createFolder(dir, resultsDir);
+  const lock = await acquireLock(dir);
+  const logger = createRunLogger({
+    file: path.join(dir, 'run.log'),
+    level: options.logLevel,
+    secrets: options.secrets,
+  });
+  const warn = (message: string, fields: Record<string, unknown>) => {
+    logger.warn(fields, message);
+    options.onWarning?.(message);
+  };
+  try {
+    if (lock.tookOver) {
+      const { pid, started_at } = lock.tookOver;
+      warn(`took over the lock of a run that is gone (pid ${pid}, started ${started_at})`, {
+        event: 'lock_takeover',
+        holder: lock.tookOver,
+      });
+    }
+    await removeLeftoverParts(resultsDir, logger);
+    const file = path.join(dir, 'journal.jsonl');
+    const { records, tornLine } = await readJournal(file);
+    if (tornLine !== null) {
+      warn(`journal.jsonl line ${tornLine} was torn by a crash mid-write and is ignored`, {
+        event: 'journal_torn_line',
+        line: tornLine,
+      });
+    }
+    let states = foldJournal(records);
+    if (shouldCompact(records.length, states.size)) {
+      const compacted = compactRecords(states.values(), lastRunRecords(records));
+      await writeFileAtomic(file, compacted.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      logger.info(
+        { event: 'journal_compacted', records_before: records.length, records_after: compacted.length },
+        'journal compacted',
+      );
+      states = foldJournal(compacted);
+    }
+    const journal = await JournalWriter.open(file);
+    return {
+      dir,
+      resultsDir,
+      logger,
+      journal,
+      states,
+      resumed: records.length > 0,
+      close: async () => {
+        try {
+          await journal.close();
+        } finally {
+          logger.flush?.();
+          await lock.release();
+        }
+      },
+    };
+  } catch (error) {
+    logger.flush?.();
+    await lock.release();
+    throw error;
+  }
+}
+
+async function createFolder(dir: string, resultsDir: string): Promise<void> {
+  try {
+    await mkdir(resultsDir, { recursive: true });
+  } catch (error) {
+    let code = (error as NodeJS.ErrnoException).code;
+    // Node 20's recursive mkdir says ENOENT on a read-only file system; a plain mkdir tells the truth.
+    if (code === 'ENOENT') {
+      code = await mkdir(dir).then(
+        () => code,
+        (e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? code : e.code),
+      );
+    }
+    throw new StateError('out_dir', `cannot create the output folder ${dir} (${code ?? String(error)})`, {
+      cause: error,
+    });
+  }
+}
+
+/**
+ * A run killed mid-download leaves `results/.<id>.<pid>.part`. We hold the folder's lock, so no other
+ * run is writing one: every leftover is garbage.
+ */
+async function removeLeftoverParts(results: string, logger: Logger): Promise<void> {
+  const names = await readdir(results).catch(() => [] as string[]);
+  for (const name of names) {
+    if (!name.startsWith('.') || !name.endsWith('.part')) continue;
+    await rm(path.join(results, name), { force: true });
+    logger.info({ event: 'part_removed', file: name }, 'removed a partial download of an earlier run');
+  }
+}
