@@ -141,10 +141,11 @@ export class JobStore {
   /**
    * The job as the spec shows it, at this moment. Not a pure read: a succeeded job whose URL
    * token is missing or expired gets a fresh one, so every poll hands out a working URL.
-   * `baseUrl` is the service origin the result URL points at.
+   * `baseUrl` is the service origin the result URL points at; `moment` (monotonic) is the time to
+   * show, now by default: the create answer shows the job at its creation (always `queued`).
    */
-  view(job: JobRecord, baseUrl: string): JobView {
-    const now = this.options.now();
+  view(job: JobRecord, baseUrl: string, moment: number = this.options.now()): JobView {
+    const now = moment;
     const faults = this.options.faults();
     const stamp = (wall: number) => isoWithOffset(new Date(wall + faults.dateSkewMs));
     const at = (monotonic: number) => stamp(job.createdWall + (monotonic - job.createdAt));

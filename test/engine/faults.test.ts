@@ -63,7 +63,9 @@ describe('run under service faults', () => {
     expect(result.exitCode).toBe(0);
     const limited = ws.sandbox.stats.rateLimited;
     const total = ws.sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/')).length;
-    // A busy loop would send hundreds of 429s; AIMD plus backoff keeps them a small share.
+    // The limit did bite (the governor starts above 2 req/s), and a busy loop would send hundreds of
+    // 429s; AIMD plus backoff keeps them a small share.
+    expect(limited).toBeGreaterThan(0);
     expect(limited).toBeLessThan(total / 2);
     assertPollFloor(ws.sandbox);
   });

@@ -49,7 +49,11 @@ export async function handleStorage(
   }
   const { result } = lookup;
   const faults = ctx.faults();
-  const fault = origin === 'primary' && ctx.roll(faults.resultFaultRate) ? faults.resultFault : null;
+  // No draw when no fault is set: a seed then replays the same job fates however downloads interleave.
+  const fault =
+    origin === 'primary' && faults.resultFault !== null && ctx.roll(faults.resultFaultRate)
+      ? faults.resultFault
+      : null;
   if (fault) ex.record.fault = fault;
   switch (fault) {
     case 'not-found':
