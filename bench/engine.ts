@@ -11,12 +11,13 @@
  * service's token bucket never overrun. Beside it, the achievable bound adds the least mean delay
  * any client obeying the contract's 2 s poll floor needs to notice a job whose end it cannot know.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { GovernorOptions } from '../src/api/governor.js';
 import type { RunEvent } from '../src/pipeline/events.js';
 import { type RunResult, runBatch } from '../src/pipeline/run.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
+import type { Report, ReportItem } from '../src/types.js';
 import { type NaiveItem, runNaive } from './naive.js';
 import {
   countRequests,
@@ -388,12 +389,15 @@ async function measureOurs(
     const seconds = (performance.now() - started) / 1000;
     const cpuUsed = process.cpuUsage(cpu);
     const traces: JobTrace[] = [];
-    for (const item of result?.report.items ?? []) {
+    const report = result
+      ? (JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report)
+      : { items: [] as ReportItem[] };
+    for (const item of report.items) {
       const at = accepted.get(item.id);
       if (at !== undefined && item.job_id)
         traces.push({ acceptedAt: at, jobId: item.job_id, processingTimeMs: item.processing_time_ms });
     }
-    const succeeded = result?.report.run.totals.succeeded ?? 0;
+    const succeeded = result?.run.totals.succeeded ?? 0;
     const notes = [
       failure ? `ours failed: ${failure}` : '',
       decreases > 0 ? `ours: the governor lowered its rate ${decreases}× on 429s` : '',

@@ -6,6 +6,7 @@ import { benchEngine } from './engine.js';
 import { benchManifest } from './manifest.js';
 import { benchPreflight } from './preflight.js';
 import { benchResume } from './resume.js';
+import { benchScale } from './scale.js';
 import { fmt, printTable } from './util.js';
 
 const SECTIONS: ReadonlyArray<{ name: string; title: string; run: () => Promise<void> }> = [
@@ -13,6 +14,11 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: () => Promise<
   { name: 'preflight', title: 'Preflight: sharp throughput against raw sharp', run: benchPreflight },
   { name: 'engine', title: 'Engine: runBatch vs a naive client vs the ideal bound', run: benchEngine },
   { name: 'resume', title: 'Resume: rerun of a finished run', run: benchResume },
+  {
+    name: 'scale',
+    title: 'Catalogue scale: memory, throughput and tail vs a minimal client',
+    run: benchScale,
+  },
 ];
 
 async function main(argv: readonly string[]): Promise<number> {

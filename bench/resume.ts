@@ -105,7 +105,7 @@ export async function benchResume(): Promise<void> {
       return {
         seconds,
         counts: countRequests(sandbox.stats.requests),
-        succeeded: value.report.run.totals.succeeded,
+        succeeded: value.run.totals.succeeded,
         skipped,
         exitCode: value.exitCode,
       };

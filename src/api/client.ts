@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { open, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import { Transform } from 'node:stream';
@@ -9,6 +9,7 @@ import got, { type Got, RequestError, type Response, TimeoutError } from 'got';
 import { isLocalFsError } from '../util/fs.js';
 import { sniffImage, type UploadFormat } from '../util/image-format.js';
 import { ApiError, type ApiRequestInfo, httpError, protocolError, transportError } from './errors.js';
+import { multipartBody, type Part } from './multipart.js';
 import { parseRetryAfter } from './retry-after.js';
 import { type Job, parseErrorBody, parseJobEnvelope, parseStyles, type Style, WireError } from './wire.js';
 
@@ -55,6 +56,12 @@ export interface DownloadedFile {
   /** Format sniffed from the magic bytes. */
   format: UploadFormat;
   contentType: string | null;
+  /**
+   * The response declared its length (Content-Length) and exactly that many bytes arrived. A body
+   * cut short then fails in transit; only a body delimited by the connection closing can end early
+   * without an error (docs/faults.md D.20), and only such a body needs decoding to be trusted whole.
+   */
+  lengthChecked: boolean;
 }
 
 /**
@@ -127,15 +134,20 @@ export class KitchenClient {
   async createJob(input: CreateJobInput, options: CallOptions = {}): Promise<Job> {
     const path = `/v1/modules/${encodeURIComponent(input.module)}`;
     const request: ApiRequestInfo = { method: 'POST', path };
-    const form = new FormData();
     // Built from the Buffer on each call: a consumed stream re-sent would upload an empty file.
-    form.append('image', new Blob([input.image], { type: input.contentType }), input.filename);
-    if (input.style !== undefined) form.append('style', input.style);
-    if (input.prompt !== undefined) form.append('prompt', input.prompt);
-    if (input.configuration !== undefined) form.append('configuration', JSON.stringify(input.configuration));
+    const parts: Part[] = [
+      { name: 'image', data: input.image, filename: input.filename, contentType: input.contentType },
+    ];
+    if (input.style !== undefined) parts.push({ name: 'style', value: input.style });
+    if (input.prompt !== undefined) parts.push({ name: 'prompt', value: input.prompt });
+    if (input.configuration !== undefined) {
+      parts.push({ name: 'configuration', value: JSON.stringify(input.configuration) });
+    }
+    const form = multipartBody(parts);
     const response = await this.#send(request, () =>
       this.#service.post(path.slice(1), {
-        body: form,
+        body: form.body,
+        headers: { 'content-type': form.contentType },
         agent: this.#oneShot,
         timeout: { request: this.#uploadTimeoutMs },
         ...(options.signal ? { signal: options.signal } : {}),
@@ -192,6 +204,7 @@ export class KitchenClient {
     let bytes = 0;
     let head = Buffer.alloc(0);
     let contentType: string | null = null;
+    let declared: number | null = null;
     let status = 0;
     let errorBody = '';
     const max = this.#maxDownloadBytes;
@@ -200,6 +213,8 @@ export class KitchenClient {
       status = response.statusCode;
       const ct = response.headers['content-type'];
       contentType = typeof ct === 'string' ? ct : null;
+      const length = Number(response.headers['content-length']);
+      declared = Number.isSafeInteger(length) && length >= 0 ? length : null;
     });
     const meter = new Transform({
       transform(chunk: Buffer, _enc, done) {
@@ -219,7 +234,8 @@ export class KitchenClient {
       },
     });
     try {
-      await pipeline(stream, meter, createWriteStream(destFile));
+      // flush: the file is fsynced before it is closed (and before the pipeline resolves).
+      await pipeline(stream, meter, createWriteStream(destFile, { flush: true }));
     } catch (error) {
       await rm(destFile, { force: true });
       if (options.signal?.aborted) throw options.signal.reason;
@@ -229,6 +245,11 @@ export class KitchenClient {
       // Our own disk failing (full, read-only) is not the service's fault: no retry can fix it.
       if (isLocalFsError(error)) throw error;
       throw this.#toApiError(request, error);
+    } finally {
+      // got removes its listener on `signal` only when the request is destroyed, which a stream
+      // that ended normally never is: without this, every download left a listener on the run's
+      // signal holding the whole request (measured: 80 KB per item over a 10,000-item run).
+      stream.destroy();
     }
     if (status !== 200) {
       await rm(destFile, { force: true });
@@ -249,13 +270,7 @@ export class KitchenClient {
         status,
       );
     }
-    const handle = await open(destFile, 'r+');
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    return { bytes, sha256: hash.digest('hex'), format, contentType };
+    return { bytes, sha256: hash.digest('hex'), format, contentType, lengthChecked: declared === bytes };
   }
 
   /** Closes the connection pools. */

@@ -9,7 +9,11 @@ export interface GovernorOptions {
   initialRate?: number;
   /** Floor of the rate. @default 0.2 */
   minRate?: number;
-  /** Ceiling of the rate. @default 200 */
+  /**
+   * Ceiling of the rate: a guard, not a target (the rate grows only while it is in use and no 429
+   * comes). High enough that a fast service is never held back by it: a job costs two requests.
+   * @default 1000
+   */
   maxRate?: number;
   /** Additive increase: requests per second gained per second of 429-free traffic at full rate. @default 0.5 */
   increasePerSecond?: number;
@@ -61,7 +65,7 @@ export class RateGovernor {
   constructor(options: GovernorOptions = {}) {
     this.#rate = options.initialRate ?? 8;
     this.#min = options.minRate ?? 0.2;
-    this.#max = options.maxRate ?? 200;
+    this.#max = options.maxRate ?? 1000;
     this.#increase = options.increasePerSecond ?? 0.5;
     this.#decrease = options.decreaseFactor ?? 0.7;
     this.#now = options.now ?? monotonicMs;

@@ -1,14 +1,15 @@
 import path from 'node:path';
 import { flagLabel } from '../config.js';
 import { ServiceRefusedError } from '../errors.js';
-import { checkStyle, readManifest } from '../manifest/index.js';
+import { checkStyle, openManifest } from '../manifest/index.js';
 import { resolvePlanOptions } from '../pipeline/options.js';
 import { type Decision, decide } from '../pipeline/plan.js';
 import { createPreflighter, describePreflight } from '../pipeline/preflight/index.js';
 import { inShard } from '../pipeline/shard.js';
-import { readJournal } from '../state/journal.js';
-import { foldJournal } from '../state/state.js';
+import { loadJournal } from '../state/journal.js';
 import type { Item } from '../types.js';
+import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
+import { Spool } from '../util/spool.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
 import { parseRunArgs } from './run.js';
 
@@ -27,7 +28,9 @@ export interface PlanRow {
 
 /**
  * `kitchen-batch plan <manifest>`: everything up to submission, nothing submitted. Exit 0 when every
- * item can go (or is done), 1 when some are rejected, 2 when the manifest is unreadable.
+ * item can go (or is done), 1 when some are rejected, 2 when the manifest is unreadable. The items
+ * are read, decided and spooled to a temp file one at a time (the table's column widths and the
+ * summary need them all), so a manifest of 10^6 rows plans in bounded memory.
  */
 export async function planCommand(args: string[], deps: CommandDeps): Promise<number> {
   // The same flags as `run`, checked the same way: `plan` is the run stopped before submitting.
@@ -35,49 +38,53 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   const options = resolvePlanOptions(input, flagLabel);
   const { outDir, manifest: manifestPath } = options;
   const { shard, maxSubmissions } = options.limits;
-  const manifest = await readManifest(manifestPath, { cwd: deps.cwd });
+  const manifest = await openManifest(manifestPath, {
+    cwd: deps.cwd,
+    ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
+  });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
   const styles = await fetchStyleKeys(values, deps);
-  const { records } = await readJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
-  const states = foldJournal(records);
+  const { fold } = await loadJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
   const preflighter = createPreflighter(options.preflight);
-  const rows: PlanRow[] = [];
-  let submits = 0;
+  const spool = await Spool.create('kitchen-batch-plan-');
+  const summary = new PlanSummary();
+  const table = new TableWidths();
   try {
-    const items = manifest.items.filter((item) => !shard || inShard(item.id, shard));
-    const decisions = await mapBounded(items, 8, async (raw) => {
+    const decisions = mapOrdered(manifest.items(), 8, async (raw) => {
       const item = checkStyle(raw, styles);
-      return [
-        item,
-        await decide(item, {
-          preflighter,
-          state: states.get(item.id),
-          outDir,
-          retryFailed: options.resume.retryFailed,
-          verify: options.resume.verify,
-        }),
-      ] as const;
+      const decision = await decide(item, {
+        preflighter,
+        state: fold.states.get(item.id),
+        outDir,
+        retryFailed: options.resume.retryFailed,
+        verify: options.resume.verify,
+      });
+      return planRow(item, decision);
     });
-    for (const [item, decision] of decisions) {
-      let row = planRow(item, decision);
-      if (row.action === 'submit' || row.action === 'resubmit') {
-        if (maxSubmissions !== null && submits >= maxSubmissions) row = { ...row, action: 'over_limit' };
-        else submits++;
+    for await (let row of decisions) {
+      if ((row.action === 'submit' || row.action === 'resubmit') && maxSubmissions !== null) {
+        if (summary.counts.submit >= maxSubmissions) row = { ...row, action: 'over_limit' };
       }
-      rows.push(row);
+      summary.add(row);
+      table.add(row);
+      await spool.write(JSON.stringify(row));
     }
+    const header = {
+      manifest: manifestPath,
+      out_dir: outDir,
+      styles_checked: styles !== null,
+      summary: summary.counts,
+    };
+    const rows = async function* () {
+      for await (const line of spool.lines()) yield JSON.parse(line) as PlanRow;
+    };
+    if (values.json) await writeJson(deps.stdout, header, rows());
+    else await writeTable(deps.stdout, rows(), table, summary.counts, styles !== null);
   } finally {
     await preflighter.close();
+    await spool.remove();
   }
-  const summary = summarise(rows);
-  if (values.json) {
-    deps.stdout.write(
-      `${JSON.stringify({ manifest: manifestPath, out_dir: outDir, styles_checked: styles !== null, summary, items: rows }, null, 2)}\n`,
-    );
-  } else {
-    deps.stdout.write(renderTable(rows, summary, styles !== null));
-  }
-  return summary.rejected > 0 ? 1 : 0;
+  return summary.counts.rejected > 0 ? 1 : 0;
 }
 
 async function fetchStyleKeys(
@@ -140,29 +147,41 @@ function planRow(item: Item, decision: Decision): PlanRow {
   }
 }
 
-/** Counts of the plan. */
-export function summarise(rows: readonly PlanRow[]) {
-  const count = (...actions: PlanRow['action'][]) => rows.filter((r) => actions.includes(r.action)).length;
-  return {
-    items: rows.length,
-    submit: count('submit', 'resubmit'),
-    resubmit: count('resubmit'),
-    skip_done: rows.filter((r) => r.action === 'skip' && !r.error).length,
-    skip_failed: rows.filter((r) => r.action === 'skip' && r.error).length,
-    poll: count('poll'),
-    download: count('download'),
-    over_limit: count('over_limit'),
-    rejected: count('reject'),
+/** Counts of the plan, row by row. */
+export class PlanSummary {
+  readonly counts = {
+    items: 0,
+    submit: 0,
+    resubmit: 0,
+    skip_done: 0,
+    skip_failed: 0,
+    poll: 0,
+    download: 0,
+    over_limit: 0,
+    rejected: 0,
   };
+
+  add(row: PlanRow): void {
+    const c = this.counts;
+    c.items++;
+    if (row.action === 'submit' || row.action === 'resubmit') c.submit++;
+    if (row.action === 'resubmit') c.resubmit++;
+    if (row.action === 'skip') {
+      if (row.error) c.skip_failed++;
+      else c.skip_done++;
+    }
+    if (row.action === 'poll') c.poll++;
+    if (row.action === 'download') c.download++;
+    if (row.action === 'over_limit') c.over_limit++;
+    if (row.action === 'reject') c.rejected++;
+  }
 }
 
-function renderTable(
-  rows: readonly PlanRow[],
-  summary: ReturnType<typeof summarise>,
-  stylesChecked: boolean,
-): string {
-  const header = ['ID', 'IMAGE', 'MODULE', 'STYLE', 'ACTION', 'PREFLIGHT / PROBLEM'];
-  const body = rows.map((r) => [
+const HEADER = ['ID', 'IMAGE', 'MODULE', 'STYLE', 'ACTION', 'PREFLIGHT / PROBLEM'];
+
+/** A row's table cells. */
+function cells(r: PlanRow): string[] {
+  return [
     r.id,
     r.image,
     r.module,
@@ -171,44 +190,81 @@ function renderTable(
     r.error
       ? `${r.error.code}: ${r.error.message}`
       : (r.preflight ?? (r.action === 'skip' ? 'done in an earlier run' : '')),
-  ]);
-  const widths = header.map((h, i) =>
-    Math.min(i === 5 ? 200 : 40, Math.max(h.length, ...body.map((row) => row[i]!.length))),
-  );
-  const fmt = (cells: string[]) =>
-    cells
+  ];
+}
+
+/** Column widths of the table, grown row by row (40 characters at most but for the last column). */
+class TableWidths {
+  readonly widths = HEADER.map((h) => h.length);
+
+  add(row: PlanRow): void {
+    cells(row).forEach((cell, i) => {
+      this.widths[i] = Math.min(i === HEADER.length - 1 ? 200 : 40, Math.max(this.widths[i]!, cell.length));
+    });
+  }
+
+  format(values: string[]): string {
+    return values
       .map((c, i) =>
-        i === cells.length - 1
+        i === values.length - 1
           ? c
-          : c.length > widths[i]!
-            ? `${c.slice(0, widths[i]! - 1)}…`
-            : c.padEnd(widths[i]!),
+          : c.length > this.widths[i]!
+            ? `${c.slice(0, this.widths[i]! - 1)}…`
+            : c.padEnd(this.widths[i]!),
       )
       .join('  ');
-  const lines = [fmt(header), ...body.map(fmt), ''];
-  lines.push(
+  }
+}
+
+type Out = CommandDeps['stdout'];
+
+/** Writes text, waiting when the stream asks to (a pipe into `head` or a slow terminal). */
+async function put(out: Out, text: string): Promise<void> {
+  const stream = out as NodeJS.WritableStream;
+  if (out.write(text) === false && typeof stream.once === 'function') {
+    await new Promise<void>((resolve) => stream.once('drain', () => resolve()));
+  }
+}
+
+async function writeTable(
+  out: Out,
+  rows: AsyncIterable<PlanRow>,
+  table: TableWidths,
+  summary: PlanSummary['counts'],
+  stylesChecked: boolean,
+): Promise<void> {
+  await put(out, `${table.format(HEADER)}\n`);
+  for await (const row of rows) await put(out, `${table.format(cells(row))}\n`);
+  const lines = [
+    '',
     `${summary.items} items: ${summary.submit} to submit (${summary.resubmit} again), ${summary.poll} to poll, ` +
       `${summary.download} to download, ${summary.skip_done} done earlier, ${summary.skip_failed} failed earlier, ` +
       `${summary.rejected} rejected${summary.over_limit ? `, ${summary.over_limit} over --max-submissions` : ''}`,
-  );
+  ];
   if (!stylesChecked) lines.push('styles were not checked against the service');
-  return `${lines.join('\n')}\n`;
+  await put(out, `${lines.join('\n')}\n`);
 }
 
-/** Maps with at most `limit` promises at once, keeping order. */
-async function mapBounded<T, R>(
-  items: readonly T[],
+/** `plan --json`: the same document as `JSON.stringify(…, null, 2)` would give, written row by row. */
+async function writeJson(out: Out, header: object, rows: AsyncIterable<PlanRow>): Promise<void> {
+  await put(out, jsonHead({ ...header, items: [] }));
+  let count = 0;
+  for await (const row of rows) await put(out, jsonElement(row, count++));
+  await put(out, jsonTail(count));
+}
+
+/** Maps with at most `limit` calls at once, yielding results in input order. */
+async function* mapOrdered<T, R>(
+  items: AsyncIterable<T>,
   limit: number,
   fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
+): AsyncGenerator<R> {
+  const window: Promise<R>[] = [];
+  for await (const item of items) {
+    const pending = fn(item);
+    pending.catch(() => {}); // awaited below, in order; this only keeps an early failure from being "unhandled"
+    window.push(pending);
+    if (window.length >= limit) yield await window.shift()!;
+  }
+  while (window.length > 0) yield await window.shift()!;
 }

@@ -2,13 +2,15 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { StateError, UsageError } from '../errors.js';
-import { buildReport, totals } from '../report/build.js';
+import { type RunInfo, reportRows } from '../report/build.js';
 import { writeReports } from '../report/write.js';
-import { lastRunRecords } from '../state/compact.js';
-import { readJournal } from '../state/journal.js';
+import { CompactFold } from '../state/compact-fold.js';
+import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
-import { foldJournal, type ItemState } from '../state/state.js';
+import { planEntries } from '../state/plan-file.js';
+import type { JournalRecord } from '../state/records.js';
 import type { Report, ReportItem } from '../types.js';
+import { IdIndex } from '../util/id-index.js';
 import { isoWithOffset } from '../util/time.js';
 import type { CommandDeps } from './common.js';
 
@@ -38,14 +40,23 @@ export async function reportCommand(args: string[], deps: CommandDeps): Promise<
   const outDir = path.resolve(deps.cwd, dir);
   const lock = await acquireLock(await runFolder(outDir));
   try {
-    const { report, manifestDir } = await rebuild(outDir, deps);
-    await writeReports(outDir, report, { html: !values['no-html'], ...(manifestDir ? { manifestDir } : {}) });
-    return finish(report, outDir, values.json ?? false, deps);
+    const run = await readRun(outDir, deps);
+    const written = await writeReports(
+      outDir,
+      { info: run.info, rows: () => reportRows(outDir, run.plan, run.fold) },
+      { html: !values['no-html'], ...(run.plan?.manifest_dir ? { manifestDir: run.plan.manifest_dir } : {}) },
+    );
+    return finish(written.run, outDir, values.json ?? false, deps);
   } finally {
     await lock.release();
   }
 }
 
+/**
+ * `report --merge`: one report over the folders of several shards. Each part is folded while its
+ * rows are written and dropped after, so memory holds one shard's state at a time; results are not
+ * copied (paths point into the shard folders), and an item in two parts is refused.
+ */
 async function mergeCommand(
   dirs: string[],
   values: { json?: boolean | undefined; 'no-html'?: boolean | undefined; out?: string | undefined },
@@ -55,62 +66,71 @@ async function mergeCommand(
     throw new UsageError('usage: kitchen-batch report --merge <out-dir> <out-dir>... --out <merged-dir>');
   }
   const outDir = path.resolve(deps.cwd, values.out);
-  const parts: Array<{ dir: string; report: Report; manifestDir: string | null }> = [];
-  for (const dir of dirs) {
-    const abs = path.resolve(deps.cwd, dir);
-    await runFolder(abs);
-    parts.push({ dir: abs, ...(await rebuild(abs, deps)) });
-  }
-  const seen = new Map<string, string>();
-  const items: ReportItem[] = [];
-  for (const part of parts) {
-    for (const item of part.report.items) {
-      const other = seen.get(item.id);
-      if (other)
-        throw new StateError(
-          'merge_overlap',
-          `item ${item.id} is in both ${other} and ${part.dir}: not disjoint shards`,
-        );
-      seen.set(item.id, part.dir);
-      // Paths stay valid from the merged folder: results are not copied.
-      const output = item.output
-        ? path.relative(outDir, path.join(part.dir, item.output)).split(path.sep).join('/')
-        : null;
-      const image =
-        part.manifestDir && !path.isAbsolute(item.image)
-          ? path.resolve(part.manifestDir, item.image)
-          : item.image;
-      items.push({ ...item, output, image });
+  const parts = dirs.map((dir) => path.resolve(deps.cwd, dir));
+  const infos: RunInfo[] = [];
+  for (const part of parts) infos.push(await readRunInfo(await runFolder(part)));
+  const owners = new IdIndex<number>();
+  let checked = false;
+  const rows = async function* (): AsyncGenerator<ReportItem> {
+    for (const [index, dir] of parts.entries()) {
+      const { plan, fold } = await readRun(dir, deps, false);
+      const manifestDir = plan?.manifest_dir ?? null;
+      for await (const item of reportRows(dir, plan, fold)) {
+        if (!checked) await checkDisjoint(owners, item.id, index, parts);
+        // Paths stay valid from the merged folder: results are not copied.
+        const output = item.output
+          ? path.relative(outDir, path.join(dir, item.output)).split(path.sep).join('/')
+          : null;
+        const image =
+          manifestDir && !path.isAbsolute(item.image) ? path.resolve(manifestDir, item.image) : item.image;
+        yield { ...item, output, image };
+      }
     }
-  }
-  const report = buildMerged(
-    parts.map((p) => p.report),
-    items,
-  );
+    checked = true;
+  };
   await mkdir(outDir, { recursive: true });
-  await writeReports(outDir, report, { html: !values['no-html'] });
-  return finish(report, outDir, values.json ?? false, deps);
+  const written = await writeReports(outDir, { info: mergedInfo(infos), rows }, { html: !values['no-html'] });
+  return finish(written.run, outDir, values.json ?? false, deps);
 }
 
-/** One report over several runs' rows; totals follow the same rules as a single run. */
-function buildMerged(reports: Report[], items: ReportItem[]): Report {
-  const starts = reports
-    .map((r) => r.run.started_at)
+/** An item in two parts means they are not disjoint shards: refused, naming both folders. */
+async function checkDisjoint(
+  owners: IdIndex<number>,
+  id: string,
+  part: number,
+  parts: string[],
+): Promise<void> {
+  const earlier = owners.get(id);
+  if (earlier !== undefined) {
+    // The index keys ids by a 48-bit hash: a match is confirmed against the earlier part's plan.
+    const { plan, fold } = await readRun(parts[earlier]!, undefined, false);
+    for await (const entry of planEntries(parts[earlier]!, plan, fold)) {
+      if (entry.id === id) {
+        throw new StateError(
+          'merge_overlap',
+          `item ${id} is in both ${parts[earlier]} and ${parts[part]}: not disjoint shards`,
+        );
+      }
+    }
+  }
+  owners.set(id, part);
+}
+
+/** The merged run's facts: every part's manifest and service, the earliest start, the latest end. */
+function mergedInfo(infos: RunInfo[]): RunInfo {
+  const starts = infos
+    .map((r) => r.started_at)
     .filter(Boolean)
     .sort();
-  const ends = reports
-    .map((r) => r.run.finished_at)
+  const ends = infos
+    .map((r) => r.finished_at)
     .filter(Boolean)
     .sort();
   return {
-    run: {
-      manifest: [...new Set(reports.map((r) => r.run.manifest))].join(', '),
-      base_url: [...new Set(reports.map((r) => r.run.base_url))].join(', '),
-      started_at: starts[0] ?? '',
-      finished_at: ends[ends.length - 1] ?? '',
-      totals: totals(items),
-    },
-    items,
+    manifest: [...new Set(infos.map((r) => r.manifest))].join(', '),
+    base_url: [...new Set(infos.map((r) => r.base_url))].join(', '),
+    started_at: starts[0] ?? '',
+    finished_at: ends[ends.length - 1] ?? '',
   };
 }
 
@@ -122,35 +142,42 @@ async function runFolder(dir: string): Promise<string> {
   return dir;
 }
 
-/** The report of one run folder, from its journal alone. */
-async function rebuild(
-  outDir: string,
-  deps: CommandDeps,
-): Promise<{ report: Report; manifestDir: string | null }> {
-  const { records, tornLine } = await readJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
-  if (tornLine !== null)
-    deps.stderr.write(
-      `warning: ${outDir}/journal.jsonl line ${tornLine} was torn by a crash and is ignored\n`,
-    );
-  const { run, plan } = lastRunRecords(records);
-  const states = foldJournal(records);
-  const ordered: ItemState[] = plan
-    ? plan.ids.map((id) => states.get(id)).filter((s): s is ItemState => !!s)
-    : [...states.values()];
-  const report = buildReport(
-    {
-      manifest: run?.manifest ?? '',
-      base_url: run?.base_url ?? '',
-      started_at: run?.at ?? '',
-      finished_at: isoWithOffset(),
-    },
-    ordered,
-  );
-  return { report, manifestDir: plan?.manifest_dir ?? null };
+/** A run folder's facts for a report header, from its last `run` record (nothing else is kept). */
+async function readRunInfo(dir: string): Promise<RunInfo> {
+  let run: Extract<JournalRecord, { t: 'run' }> | undefined;
+  const lastRun = (record: JournalRecord) => {
+    if (record.t === 'run') run = record;
+  };
+  await scanJournal(path.join(dir, 'journal.jsonl'), lastRun, { repair: false });
+  return {
+    manifest: run?.manifest ?? '',
+    base_url: run?.base_url ?? '',
+    started_at: run?.at ?? '',
+    finished_at: isoWithOffset(),
+  };
 }
 
-function finish(report: Report, outDir: string, json: boolean, deps: CommandDeps): number {
-  const t = report.run.totals;
+/** A run folder read for its report: its journal folded compactly (what reports show) and its last run and plan. */
+async function readRun(dir: string, deps?: CommandDeps, warn = true) {
+  const fold = new CompactFold();
+  const { tornLine } = await scanJournal(path.join(dir, 'journal.jsonl'), (record) => fold.add(record), {
+    repair: false,
+  });
+  if (tornLine !== null && warn) {
+    deps?.stderr.write(`warning: ${dir}/journal.jsonl line ${tornLine} was torn by a crash and is ignored\n`);
+  }
+  const { run, plan } = fold.last;
+  const info: RunInfo = {
+    manifest: run?.manifest ?? '',
+    base_url: run?.base_url ?? '',
+    started_at: run?.at ?? '',
+    finished_at: isoWithOffset(),
+  };
+  return { fold, plan, info };
+}
+
+function finish(run: Report['run'], outDir: string, json: boolean, deps: CommandDeps): number {
+  const t = run.totals;
   deps.stdout.write(
     json
       ? `${JSON.stringify({ out_dir: outDir, totals: t })}\n`

@@ -2,8 +2,7 @@ import { parseArgs } from 'node:util';
 import { flagLabel, runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
-import { runBatch } from '../pipeline/run.js';
-import type { Report } from '../types.js';
+import { type RunResult, runBatch } from '../pipeline/run.js';
 import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
 import { ProgressPrinter } from './progress.js';
 
@@ -67,9 +66,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     const target = { baseUrl: service.baseUrl, apiKey: service.apiKey };
     const result = await runBatch(withService(options, target, flagLabel));
     progress.finish();
-    deps.stdout.write(
-      summary(result.report, result.outDir, result.exitCode, values.json ?? false, service.sandbox),
-    );
+    deps.stdout.write(summary(result, values.json ?? false, service.sandbox));
     return result.exitCode;
   } finally {
     progress.finish();
@@ -77,36 +74,32 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
   }
 }
 /** The end-of-run summary on stdout: human lines, or one JSON object with --json. */
-export function summary(
-  report: Report,
-  outDir: string,
-  exitCode: number,
-  json: boolean,
-  sandbox: boolean,
-): string {
-  const t = report.run.totals;
+export function summary(result: RunResult, json: boolean, sandbox: boolean): string {
+  const { run, outDir, exitCode } = result;
+  const t = run.totals;
   if (json) {
     return `${JSON.stringify({
       exit_code: exitCode,
       out_dir: outDir,
       report: `${outDir}/report.json`,
       totals: t,
-      stats: report.run.stats ?? null,
-      started_at: report.run.started_at,
-      finished_at: report.run.finished_at,
+      stats: run.stats ?? null,
+      started_at: run.started_at,
+      finished_at: run.finished_at,
     })}\n`;
   }
-  const seconds = ((report.run.stats?.duration_ms ?? 0) / 1000).toFixed(1);
+  const seconds = ((run.stats?.duration_ms ?? 0) / 1000).toFixed(1);
   const lines = [
     `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete` +
       `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charges` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
   ];
-  const problems = report.items.filter((i) => i.status !== 'succeeded').slice(0, 10);
-  for (const item of problems)
+  const shown = result.problems.slice(0, 10);
+  for (const item of shown) {
     lines.push(
       `  ${item.status.padEnd(10)} ${item.id}: ${item.error?.code ?? ''} ${item.error?.message ?? ''}`,
     );
-  const more = report.items.filter((i) => i.status !== 'succeeded').length - problems.length;
+  }
+  const more = t.items - t.succeeded - shown.length;
   if (more > 0) lines.push(`  … and ${more} more (see report.csv)`);
   lines.push(`results: ${outDir}/results/`, `report:  ${outDir}/report.html`);
   return `${lines.join('\n')}\n`;

@@ -4,6 +4,7 @@ import type { ServiceGate } from '../api/gate.js';
 import type { ItemStore } from '../state/items.js';
 import type { FailureContext, Outcome, Stage } from './outcomes.js';
 import { failureOutcome } from './outcomes.js';
+import type { PreparedUpload } from './plan.js';
 import type { PollScheduler } from './poll-schedule.js';
 
 /**
@@ -26,6 +27,10 @@ export interface StageContext {
   abort: AbortSignal;
   /** `<out>/results`. */
   resultsDir: string;
+  /** fsyncs `resultsDir` after a rename into it (shared between concurrent downloads). */
+  syncResults: () => Promise<void>;
+  /** Reads the bytes to upload (recent ones are kept for the other styles of the image). */
+  uploads: { read(upload: PreparedUpload): Promise<Uint8Array> };
 }
 
 /** The outcome table applied with what the context knows (see `outcomes.ts`). */

@@ -1,7 +1,7 @@
 /**
  * Download: fetches a succeeded job's result into `results/` whole or not at all: stream to a
- * `.part`, check it decodes, fsync, rename, fsync the folder, then journal it (docs/faults.md
- * D.19-D.23). An expired URL re-polls the job once for a fresh one.
+ * `.part` (its length checked, or it is decoded), fsync, rename, fsync the folder, then journal it
+ * (docs/faults.md D.19-D.23). An expired URL re-polls the job once for a fresh one.
  */
 import { rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -9,7 +9,6 @@ import sharp from 'sharp';
 import { ApiError } from '../api/errors.js';
 import { ResultDecodeError, StateError } from '../errors.js';
 import type { ItemState } from '../state/state.js';
-import { fsyncDir } from '../util/fs.js';
 import { FORMAT_EXTENSION, type UploadFormat } from '../util/image-format.js';
 import { failed, type StageContext } from './context.js';
 import type { Outcome } from './outcomes.js';
@@ -46,20 +45,23 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
         'download',
         async () => {
           const got = await ctx.client.downloadResult(url, part, { signal: ctx.abort });
-          await checkDecodes(part).catch(async (error: unknown) => {
-            await rm(part, { force: true });
-            throw error;
-          });
+          // A body of declared length that arrived whole is whole; any other is decoded to be sure.
+          if (!got.lengthChecked) {
+            await checkDecodes(part).catch(async (error: unknown) => {
+              await rm(part, { force: true });
+              throw error;
+            });
+          }
           return got;
         },
         { signal: ctx.stop, label: id },
       );
       const final = resultPath(ctx.resultsDir, id, file.format);
       await rename(part, final);
-      await fsyncDir(ctx.resultsDir);
+      await ctx.syncResults();
       const st = await stat(final);
-      await removeOtherFormats(ctx.resultsDir, id, final);
       const output = `results/${path.basename(final)}`;
+      if (state.output && state.output !== output) await removeEarlier(ctx.resultsDir, state.output);
       await ctx.store.record(
         {
           t: 'downloaded',
@@ -118,12 +120,10 @@ async function refreshUrl(ctx: StageContext, state: ItemState): Promise<boolean>
   return true;
 }
 
-/** A result in another format from an earlier download would shadow this one in `results/`. */
-async function removeOtherFormats(resultsDir: string, id: string, keep: string): Promise<void> {
-  for (const ext of Object.values(FORMAT_EXTENSION)) {
-    const file = path.join(resultsDir, `${id}.${ext}`);
-    if (file !== keep) await rm(file, { force: true });
-  }
+/** A result of another format from an earlier download would shadow the new one in `results/`. */
+async function removeEarlier(resultsDir: string, output: string): Promise<void> {
+  const file = path.resolve(resultsDir, '..', output);
+  if (path.dirname(file) === path.resolve(resultsDir)) await rm(file, { force: true });
 }
 
 /** 403/404/410 from the result storage: the URL expired or was rotated. */

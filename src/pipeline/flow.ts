@@ -4,7 +4,6 @@
  * stage's outcome to what comes next. The stages themselves (`plan`, `submit`, `poll`, `download`)
  * know nothing of queues, so another driver can run them as they are.
  */
-import os from 'node:os';
 import PQueue from 'p-queue';
 import type { KitchenError } from '../errors.js';
 import type { ItemState } from '../state/state.js';
@@ -53,7 +52,9 @@ export class Flow {
   readonly #preflighter: Preflighter;
   readonly #options: FlowOptions;
   readonly #emit: (event: RunEvent) => void;
-  readonly #prep = new PQueue({ concurrency: Math.max(2, os.availableParallelism()) });
+  // Deciding is mostly waiting (stat, reads, the preflight's own pool for sharp): enough in flight
+  // that the job slots never wait for the next item.
+  readonly #prep = new PQueue({ concurrency: 16 });
   readonly #jobs: PQueue;
   readonly #downloads: PQueue;
   readonly #counts: FlowCounts = { pending: 0, running: 0, downloading: 0, skipped: 0 };
@@ -74,7 +75,7 @@ export class Flow {
     this.#options = options;
     this.#emit = emit;
     this.#jobs = new PQueue({ concurrency: options.concurrency });
-    this.#downloads = new PQueue({ concurrency: Math.min(16, Math.max(4, options.concurrency)) });
+    this.#downloads = new PQueue({ concurrency: Math.min(32, Math.max(4, options.concurrency)) });
   }
 
   /** The first error that stopped the run, if any. */
@@ -96,12 +97,16 @@ export class Flow {
     return this.#counts;
   }
 
-  /** Runs every item to where this run can take it; resolves when all three queues are idle. */
-  async run(items: readonly Item[]): Promise<void> {
-    this.#counts.pending = items.length;
+  /**
+   * Runs every item to where this run can take it, reading them as the queues make room (so memory
+   * holds a window of items, not the catalogue); resolves when all three queues are idle.
+   * @param total how many items `items` will give (for the progress counts)
+   */
+  async run(items: AsyncIterable<Item>, total: number): Promise<void> {
+    this.#counts.pending = total;
     try {
       const window = Math.max(4, this.#options.concurrency * 2);
-      for (const item of items) {
+      for await (const item of items) {
         if (this.#stop.soft.aborted) break;
         // Back-pressure: no queue holds more than a small window, so memory stays flat.
         await this.#prep.onSizeLessThan(this.#prep.concurrency * 2);

@@ -53,10 +53,13 @@ export async function decide(item: Item, deps: DecideDeps): Promise<Decision> {
       error: item.rejection,
     };
   }
-  const st = await stat(item.imagePath).catch(() => null);
-  let preflight: PreflightResult | null = null;
-  let sha: string | null = null;
+  // The source's hash is trusted from the journal while path, size and mtime are unchanged; only
+  // then is the file not read. (A new item's size and mtime come from the preflight's own read.)
   const known = state?.src;
+  const st = known ? await stat(item.imagePath).catch(() => null) : null;
+  let preflight: PreflightResult | null = null;
+  let file: { size: number; mtimeMs: number } | null = null;
+  let sha: string | null;
   if (
     st?.isFile() &&
     known &&
@@ -65,13 +68,15 @@ export async function decide(item: Item, deps: DecideDeps): Promise<Decision> {
     known.mtime_ms === st.mtimeMs
   ) {
     sha = known.sha256;
+    file = st;
   } else {
     preflight = await deps.preflighter.prepare(item.imagePath, deps.signal);
     sha = preflight.sourceSha256;
+    file = preflight.sourceFile;
   }
   const fp = fingerprint(item, sha);
   const src: SourceIdentity =
-    st?.isFile() && sha ? { path: item.imagePath, size: st.size, mtime_ms: st.mtimeMs, sha256: sha } : null;
+    file && sha ? { path: item.imagePath, size: file.size, mtime_ms: file.mtimeMs, sha256: sha } : null;
   const base = { fp, src };
   const current = state && state.fp === fp ? state : undefined;
   switch (current?.phase) {

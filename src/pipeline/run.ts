@@ -4,10 +4,14 @@ import { KitchenClient } from '../api/client.js';
 import { ServiceGate } from '../api/gate.js';
 import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
-import { checkStyle, readManifest } from '../manifest/index.js';
+import { checkStyle, openManifest } from '../manifest/index.js';
+import type { WrittenReport } from '../report/write.js';
+import { PAGE_FIRST } from '../report/write.js';
 import { ItemStore } from '../state/items.js';
+import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
 import { openRunFolder } from '../state/run-folder.js';
-import type { Report } from '../types.js';
+import type { Item, Report, ReportItem } from '../types.js';
+import { coalescedFsyncDir } from '../util/fs.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
 import { Flow } from './flow.js';
@@ -18,6 +22,8 @@ import { RunReporter } from './reporting.js';
 import { inShard } from './shard.js';
 import { RunStop } from './stop.js';
 import { fetchStyleKeys } from './styles.js';
+import { UploadReader } from './submit.js';
+import { EarlyThumbnails } from './thumbnails.js';
 
 export type { RunOptions } from './options.js';
 
@@ -26,7 +32,13 @@ export interface RunResult {
   /** The exit code (docs/contract.md#exit-codes): 0 all succeeded, 1 some did not. (2, 3 and 130 are thrown.) */
   exitCode: 0 | 1;
   outDir: string;
-  report: Report;
+  /** report.json's `run` object: totals, stats, times. */
+  run: Report['run'];
+  /**
+   * The first items that did not succeed (at most 100), in manifest order. Every item is in
+   * `<outDir>/report.json` and `report.csv`, which a catalogue of any size is streamed into.
+   */
+  problems: ReportItem[];
 }
 
 /**
@@ -38,7 +50,19 @@ export interface RunResult {
  */
 export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<RunResult> {
   const options = resolveRunOptions(input);
-  const manifest = await readManifest(options.manifest, { cwd: options.cwd });
+  // The manifest is checked whole first (a bad row or a duplicate id submits nothing), keeping only
+  // the plan (about 90 bytes per item); the items themselves are read again as the queues make room.
+  const { shard } = options.limits;
+  const planned = new PlanLines();
+  const first = new Set<string>();
+  const manifest = await openManifest(options.manifest, {
+    cwd: options.cwd,
+    ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
+    onItem: (item) => {
+      planned.add({ id: item.id, image: item.image, module: item.module, style: item.style ?? null });
+      if (first.size < PAGE_FIRST) first.add(item.id);
+    },
+  });
   const folder = await openRunFolder(options.outDir, {
     logLevel: options.output.logLevel,
     secrets: [options.service.apiKey],
@@ -46,15 +70,20 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
   });
   try {
     const { logger } = folder;
-    const emit = guardedListener(options.onEvent, logger);
+    // report.html's first thumbnails are made as results arrive (only when there is to be a page).
+    const thumbnails = options.output.html
+      ? new EarlyThumbnails({ ...options, first, states: folder.states })
+      : null;
+    const emit = guardedListener(options.onEvent, logger, thumbnails?.onEvent ?? (() => {}));
     for (const warning of manifest.warnings) emit({ type: 'warning', message: warning });
-    const { shard } = options.limits;
-    const items = shard ? manifest.items.filter((item) => inShard(item.id, shard)) : manifest.items;
 
     // The service, and the context every stage works in.
     const { client, governor, gate } = connect(options, logger, emit);
     const stop = new RunStop(options.timing.graceMs);
-    const store = new ItemStore(folder.journal, folder.states, { onFailure: (error) => flow.fail(error) });
+    const store = new ItemStore(folder.journal, folder.states, {
+      onFailure: (error) => flow.fail(error),
+      interner: folder.interner,
+    });
     const ctx: StageContext = {
       client,
       gate,
@@ -64,6 +93,8 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       stop: stop.soft,
       abort: stop.hard,
       resultsDir: folder.resultsDir,
+      syncResults: coalescedFsyncDir(folder.resultsDir),
+      uploads: new UploadReader(),
     };
     const preflighter = createPreflighter({
       cacheDir: path.join(options.outDir, '.prepared'),
@@ -78,6 +109,12 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       emit,
     );
     stop.follow(options.signals, (reason) => flow.interrupt(reason));
+    const plan = {
+      t: 'plan' as const,
+      manifest_dir: options.manifestDir,
+      file: PLAN_FILE,
+      count: manifest.count,
+    };
     const reporter = new RunReporter({
       manifest: options.manifest,
       manifestDir: options.manifestDir,
@@ -86,68 +123,74 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       progressIntervalMs: options.timing.progressIntervalMs,
       html: options.output.html,
       baseUrl: client.baseUrl,
-      items,
+      total: manifest.count,
+      plan,
+      states: folder.states,
       store,
       gate,
       flow,
       emit,
     });
 
-    emit({ type: 'start', outDir: options.outDir, items: items.length, resumed: folder.resumed });
-    await folder.journal.append(
-      {
-        t: 'run',
-        at: reporter.startedAt,
-        v: 1,
-        manifest: options.manifest,
-        base_url: client.baseUrl,
-        pid: process.pid,
-      },
-      { sync: true },
-    );
-    await folder.journal.append({
-      t: 'plan',
-      ids: items.map((i) => i.id),
-      manifest_dir: options.manifestDir,
-    });
-    logger.info(
-      {
-        event: 'run_start',
-        manifest: options.manifest,
-        base_url: client.baseUrl,
-        items: items.length,
-        resumed: folder.resumed,
-      },
-      'run started',
-    );
+    emit({ type: 'start', outDir: options.outDir, items: manifest.count, resumed: folder.resumed });
     reporter.start();
     try {
+      await folder.journal.append(
+        {
+          t: 'run',
+          at: reporter.startedAt,
+          v: 1,
+          manifest: options.manifest,
+          base_url: client.baseUrl,
+          pid: process.pid,
+        },
+        { sync: true },
+      );
+      await writePlanFile(options.outDir, planned);
+      await folder.journal.append(plan);
+      logger.info(
+        {
+          event: 'run_start',
+          manifest: options.manifest,
+          base_url: client.baseUrl,
+          items: manifest.count,
+          resumed: folder.resumed,
+        },
+        'run started',
+      );
       // Styles are a manifest check against the service's list: unknown ones are rejected unsent.
       const styles = await fetchStyleKeys(ctx, (message) => {
         logger.warn({ event: 'warning' }, message);
         emit({ type: 'warning', message });
       });
-      await flow.run(items.map((item) => checkStyle(item, styles)));
+      await flow.run(checkStyles(manifest.items(), styles), manifest.count);
     } catch (error) {
       flow.fail(error);
     } finally {
       reporter.stop();
+      await thumbnails?.close();
       governor.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();
     }
 
     // Finish: the final reports, then the exit code (or the error that stopped the run).
-    return await finish(flow, reporter, logger, options.outDir);
+    return await finish(flow, reporter, logger, options.outDir, folder.journal.stats);
   } finally {
     await folder.close();
   }
 }
 
 /** Writes the final reports and turns how the run ended into its result or its error. */
-async function finish(flow: Flow, reporter: RunReporter, logger: Logger, outDir: string): Promise<RunResult> {
+async function finish(
+  flow: Flow,
+  reporter: RunReporter,
+  logger: Logger,
+  outDir: string,
+  journal: { records: number; syncs: number },
+): Promise<RunResult> {
   reporter.progress();
-  let report: Report;
+  let report: WrittenReport;
   try {
     report = await reporter.write(true);
   } catch (error) {
@@ -164,11 +207,14 @@ async function finish(flow: Flow, reporter: RunReporter, logger: Logger, outDir:
       },
     );
   }
-  logger.info({ event: 'run_end', totals: report.run.totals, stats: report.run.stats }, 'run finished');
+  logger.info(
+    { event: 'run_end', totals: report.run.totals, stats: report.run.stats, journal },
+    'run finished',
+  );
   if (flow.fatal) throw finalError(flow.fatal, flow.submitted);
   if (flow.interrupted) throw new InterruptedError(flow.interrupted);
   const t = report.run.totals;
-  return { exitCode: t.succeeded === t.items ? 0 : 1, outDir, report };
+  return { exitCode: t.succeeded === t.items ? 0 : 1, outDir, run: report.run, problems: report.problems };
 }
 
 /** The client, the rate governor (its changes logged and announced) and the gate over both. */
@@ -204,15 +250,28 @@ function connect(options: ResolvedRunOptions, logger: Logger, emit: (event: RunE
   return { client, governor, gate };
 }
 
-/** The caller's listener, made safe: a listener that throws is logged, never the run's end. */
-function guardedListener(listener: (event: RunEvent) => void, logger: Logger): (event: RunEvent) => void {
+/** The caller's listener, made safe (one that throws is logged, never the run's end), after ours. */
+function guardedListener(
+  listener: (event: RunEvent) => void,
+  logger: Logger,
+  internal: (event: RunEvent) => void,
+): (event: RunEvent) => void {
   return (event) => {
+    internal(event);
     try {
       listener(event);
     } catch (error) {
       logger.error({ event: 'listener_error', err: String(error) }, 'an onEvent listener threw');
     }
   };
+}
+
+/** The manifest's items with the style check against the service's list applied (unknown: rejected). */
+async function* checkStyles(
+  items: AsyncIterable<Item>,
+  styles: ReadonlySet<string> | null,
+): AsyncGenerator<Item> {
+  for await (const item of items) yield checkStyle(item, styles);
 }
 
 /** A local failure after jobs went out is exit 1 (a rerun finishes), not exit 2 ("nothing submitted"). */

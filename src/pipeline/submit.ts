@@ -12,6 +12,39 @@ import { failed, type StageContext } from './context.js';
 import { type Outcome, serviceError } from './outcomes.js';
 import type { PreparedUpload } from './plan.js';
 
+/**
+ * The bytes of uploads, read once for all the styles of one image: a small cache of the most
+ * recent files (by path, bounded in count and bytes), since the items of one image are submitted
+ * close together. Saves five reads of six on a catalogue restyled in six styles.
+ */
+export class UploadReader {
+  readonly #recent = new Map<string, Buffer>();
+  #bytes = 0;
+
+  constructor(
+    readonly maxFiles = 32,
+    readonly maxBytes = 64 * 1024 * 1024,
+  ) {}
+
+  async read(upload: PreparedUpload): Promise<Buffer> {
+    const known = this.#recent.get(upload.path);
+    // The bytes are the ones whose size the preflight saw; a file replaced since is read again.
+    if (known && known.length === upload.prepared.bytes) return known;
+    const data = await readFile(upload.path);
+    if (data.length <= this.maxBytes / 4) {
+      this.#recent.delete(upload.path);
+      this.#recent.set(upload.path, data);
+      this.#bytes += data.length;
+      for (const [path, old] of this.#recent) {
+        if (this.#recent.size <= this.maxFiles && this.#bytes <= this.maxBytes) break;
+        this.#recent.delete(path);
+        this.#bytes -= old.length;
+      }
+    }
+    return data;
+  }
+}
+
 /** Options of {@link submitItem}. */
 export interface SubmitOptions {
   /** Resend on any transient failure, also when the job may exist (`--retry-ambiguous`). */
@@ -30,7 +63,7 @@ export async function submitItem(
   const fp = state.fp;
   if (ctx.stop.aborted) return { kind: 'stopped' };
   try {
-    const image = await readFile(upload.path);
+    const image = await ctx.uploads.read(upload);
     const job = await ctx.gate.call(
       options.retryAmbiguous ? 'submit-ambiguous' : 'submit',
       async () => {

@@ -1,3 +1,6 @@
+import type { StateLookup } from '../state/compact-fold.js';
+import { type PlanEntry, planEntries } from '../state/plan-file.js';
+import type { JournalRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { Report, ReportItem, ReportTotals, RunStats } from '../types.js';
 
@@ -51,50 +54,104 @@ export function reportItem(state: ItemState): ReportItem {
   }
 }
 
-/** Totals of docs/contract.md#report-json, `possible_duplicates` included (items with submissions > 1). */
-export function totals(items: readonly ReportItem[]): ReportTotals {
-  const t: ReportTotals = {
-    items: items.length,
+/** The row of a planned item the run never reached (no journal state yet). */
+export function unplannedItem(entry: PlanEntry): ReportItem {
+  return {
+    id: entry.id,
+    image: entry.image,
+    module: entry.module,
+    style: entry.style,
+    status: 'incomplete',
+    job_id: null,
+    output: null,
+    sha256: null,
+    processing_time_ms: null,
+    submissions: 0,
+    error: UNFINISHED.new!,
+  };
+}
+
+/**
+ * Totals of docs/contract.md#report-json (`possible_duplicates` included: items with submissions
+ * > 1) and the processing-time percentiles, counted row by row: a report of 10^6 items keeps one
+ * number per item, not the rows.
+ */
+export class Tally {
+  readonly totals: ReportTotals = {
+    items: 0,
     succeeded: 0,
     failed: 0,
     rejected: 0,
     incomplete: 0,
     possible_duplicates: 0,
   };
-  for (const item of items) {
-    t[item.status]++;
-    if (item.submissions > 1) t.possible_duplicates++;
+  readonly #times: number[] = [];
+
+  add(item: ReportItem): void {
+    this.totals.items++;
+    this.totals[item.status]++;
+    if (item.submissions > 1) this.totals.possible_duplicates++;
+    if (typeof item.processing_time_ms === 'number') this.#times.push(item.processing_time_ms);
   }
-  return t;
-}
 
-/** Median and 95th percentile (nearest rank) of processing times; null when there are none. */
-export function percentiles(items: readonly ReportItem[]): { p50: number | null; p95: number | null } {
-  const times = items
-    .map((i) => i.processing_time_ms)
-    .filter((v): v is number => typeof v === 'number')
-    .sort((a, b) => a - b);
-  const rank = (q: number) =>
-    times.length ? times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)]! : null;
-  return { p50: rank(0.5), p95: rank(0.95) };
-}
+  /** Adds the counts of another tally (the parts of a merged report). */
+  merge(other: Tally): void {
+    for (const key of Object.keys(this.totals) as (keyof ReportTotals)[])
+      this.totals[key] += other.totals[key];
+    for (const ms of other.#times) this.#times.push(ms);
+  }
 
-/** The whole report.json object from item states in manifest order (pure). */
-export function buildReport(run: RunInfo, states: Iterable<ItemState>): Report {
-  const items = [...states].map(reportItem);
-  const { p50, p95 } = percentiles(items);
-  const stats = run.stats
-    ? { ...run.stats, processing_time_p50_ms: p50, processing_time_p95_ms: p95 }
-    : undefined;
-  return {
-    run: {
+  /** Median and 95th percentile (nearest rank) of processing times; null when there are none. */
+  percentiles(): { p50: number | null; p95: number | null } {
+    const times = Float64Array.from(this.#times).sort();
+    const rank = (q: number) =>
+      times.length ? times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)]! : null;
+    return { p50: rank(0.5), p95: rank(0.95) };
+  }
+
+  /** report.json's `run` object: the run's facts with these totals (and percentiles in `stats`). */
+  header(run: RunInfo): Report['run'] {
+    const { p50, p95 } = this.percentiles();
+    const stats = run.stats
+      ? { ...run.stats, processing_time_p50_ms: p50, processing_time_p95_ms: p95 }
+      : undefined;
+    return {
       manifest: run.manifest,
       base_url: run.base_url,
       started_at: run.started_at,
       finished_at: run.finished_at,
-      totals: totals(items),
+      totals: { ...this.totals },
       ...(stats ? { stats } : {}),
-    },
-    items,
-  };
+    };
+  }
+}
+
+/**
+ * A run's rows in plan order: the journal's state of each planned item, or the plan's own words for
+ * an item the run never reached.
+ */
+export async function* reportRows(
+  dir: string,
+  plan: Extract<JournalRecord, { t: 'plan' }> | undefined,
+  states: StateLookup,
+): AsyncGenerator<ReportItem> {
+  for await (const entry of planEntries(dir, plan, states)) {
+    const state = states.get(entry.id);
+    yield state ? reportItem(state) : unplannedItem(entry);
+  }
+}
+
+/** Totals of items held in memory (see {@link Tally}). */
+export function totals(items: readonly ReportItem[]): ReportTotals {
+  const tally = new Tally();
+  for (const item of items) tally.add(item);
+  return tally.totals;
+}
+
+/** The whole report.json object from item states in manifest order (pure; for small reports and tests). */
+export function buildReport(run: RunInfo, states: Iterable<ItemState>): Report {
+  const tally = new Tally();
+  const items = [...states].map(reportItem);
+  for (const item of items) tally.add(item);
+  return { run: tally.header(run), items };
 }

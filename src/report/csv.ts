@@ -1,4 +1,4 @@
-import type { Report } from '../types.js';
+import type { ReportItem } from '../types.js';
 
 /** Columns of report.csv, in the order of docs/contract.md#report-csv. */
 export const REPORT_CSV_COLUMNS = [
@@ -24,28 +24,27 @@ function cell(value: string | number | null): string {
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
-/** report.csv text: one row per item, CRLF line ends. */
-export function reportCsv(report: Report): string {
-  const lines = [REPORT_CSV_COLUMNS.join(',')];
-  for (const item of report.items) {
-    lines.push(
-      [
-        item.id,
-        item.image,
-        item.module,
-        item.style,
-        item.status,
-        item.job_id,
-        item.output,
-        item.sha256,
-        item.processing_time_ms,
-        item.submissions,
-        item.error?.code ?? null,
-        item.error?.message ?? null,
-      ]
-        .map(cell)
-        .join(','),
-    );
-  }
-  return `${lines.join('\r\n')}\r\n`;
+/** The header line of report.csv (CRLF line ends, as every row). */
+export function csvHeader(): string {
+  return `${REPORT_CSV_COLUMNS.join(',')}\r\n`;
+}
+
+/** One row of report.csv. */
+export function csvRow(item: ReportItem): string {
+  return `${[
+    item.id,
+    item.image,
+    item.module,
+    item.style,
+    item.status,
+    item.job_id,
+    item.output,
+    item.sha256,
+    item.processing_time_ms,
+    item.submissions,
+    item.error?.code ?? null,
+    item.error?.message ?? null,
+  ]
+    .map(cell)
+    .join(',')}\r\n`;
 }

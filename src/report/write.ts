@@ -1,8 +1,17 @@
 import path from 'node:path';
-import type { Report } from '../types.js';
-import { writeFileAtomic } from '../util/fs.js';
-import { reportCsv } from './csv.js';
+import type { Report, ReportItem } from '../types.js';
+import { AtomicFile } from '../util/fs.js';
+import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
+import { type RunInfo, Tally } from './build.js';
+import { csvHeader, csvRow } from './csv.js';
 import { writeHtmlReport } from './html/index.js';
+
+/** What a report is written from: the run's facts and its rows in order. */
+export interface ReportSource {
+  info: RunInfo;
+  /** The rows in manifest order. Called twice (totals first, then the files), so it must give the same rows again. */
+  rows(): AsyncIterable<ReportItem> | Iterable<ReportItem>;
+}
 
 /** Options of {@link writeReports}. */
 export interface WriteReportsOptions {
@@ -12,21 +21,75 @@ export interface WriteReportsOptions {
   manifestDir?: string;
 }
 
-/** Writes report.json and report.csv atomically (and report.html when asked) into `outDir`. */
+/** What {@link writeReports} wrote, in brief. */
+export interface WrittenReport {
+  /** report.json's `run` object (totals, stats). */
+  run: Report['run'];
+  /** The first {@link PROBLEMS} items that did not succeed, in manifest order. */
+  problems: ReportItem[];
+}
+
+/** Items that did not succeed kept for the caller's summary. */
+export const PROBLEMS = 100;
+
+/**
+ * What report.html shows: the first {@link PAGE_FIRST} items in manifest order (what a person looks
+ * at first) and every item that did not succeed, up to {@link PAGE_PROBLEMS} of them. Whatever the
+ * run's size the page stays about 10 MB and opens at once; it says that the full list is in
+ * report.csv and report.json (docs/contract.md#report-html).
+ */
+export const PAGE_FIRST = 2000;
+/** See {@link PAGE_FIRST}. */
+export const PAGE_PROBLEMS = 20_000;
+
+/**
+ * Writes report.json and report.csv, streamed and atomic (temp file, fsync, rename), and
+ * report.html when asked. Memory stays bounded by the page's items, whatever the run's size.
+ */
 export async function writeReports(
   outDir: string,
-  report: Report,
+  source: ReportSource,
   options: WriteReportsOptions = {},
-): Promise<void> {
-  await writeFileAtomic(path.join(outDir, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
-  await writeFileAtomic(path.join(outDir, 'report.csv'), reportCsv(report));
+): Promise<WrittenReport> {
+  const tally = new Tally();
+  for await (const item of source.rows()) tally.add(item);
+  const run = tally.header(source.info);
+  const json = await AtomicFile.open(path.join(outDir, 'report.json'));
+  const csv = await AtomicFile.open(path.join(outDir, 'report.csv'));
+  const page: ReportItem[] = [];
+  const problems: ReportItem[] = [];
+  let index = 0;
+  let pageProblems = 0;
+  try {
+    await json.write(jsonHead({ run, items: [] }));
+    await csv.write(csvHeader());
+    for await (const item of source.rows()) {
+      await json.write(jsonElement(item, index));
+      await csv.write(csvRow(item));
+      if (item.status !== 'succeeded' && problems.length < PROBLEMS) problems.push(item);
+      if (index < PAGE_FIRST) page.push(item);
+      else if (item.status !== 'succeeded' && pageProblems < PAGE_PROBLEMS) {
+        page.push(item);
+        pageProblems++;
+      }
+      index++;
+    }
+    await json.write(jsonTail(index));
+    await json.commit();
+    await csv.commit();
+  } catch (error) {
+    await json.abort();
+    await csv.abort();
+    throw error;
+  }
   if (options.html ?? true) {
     const base = options.manifestDir;
     await writeHtmlReport({
       outDir,
-      report,
+      report: { run, items: page },
       sourcePath: (item) =>
         path.isAbsolute(item.image) ? item.image : base ? path.resolve(base, item.image) : null,
     });
   }
+  return { run, problems };
 }

@@ -30,6 +30,8 @@ export const SANDBOX_FLAGS = {
   'processing-ms': { type: 'string' },
   'jitter-ms': { type: 'string' },
   'queued-ms': { type: 'string' },
+  'max-jobs': { type: 'string' },
+  results: { type: 'string' },
   seed: { type: 'string' },
   'styles-shape': { type: 'string' },
   'rate-limit': { type: 'string' },
@@ -66,6 +68,8 @@ export const SANDBOX_FLAG_HELP: Readonly<Record<string, string>> = {
   'processing-ms': 'mean job processing time in ms (default 1500)',
   'jitter-ms': '± uniform jitter on processing time in ms (default 500)',
   'queued-ms': 'time a job stays queued in ms (default min(300, processing/4))',
+  'max-jobs': 'jobs kept in memory; older ones are forgotten and answer 404 (default 1000)',
+  results: 'render|echo: styled results, or the upload itself with no image work (default render)',
   seed: 'PRNG seed for fault rolls (integer)',
   'styles-shape': `GET /v1/styles shape: ${STYLES_SHAPES.join('|')}`,
   'rate-limit': 'token bucket rate in requests per second over /v1/* (default off)',
@@ -159,6 +163,10 @@ export function sandboxOptionsFromFlags(
   if (jitterMs !== undefined) options.jitterMs = jitterMs;
   const queuedMs = nonNegative(values, 'queued-ms');
   if (queuedMs !== undefined) options.queuedMs = queuedMs;
+  const maxJobs = number(values, 'max-jobs', 'an integer >= 1', (n) => n >= 1, true);
+  if (maxJobs !== undefined) options.maxJobs = maxJobs;
+  const results = oneOf(values, 'results', ['render', 'echo'] as const);
+  if (results !== undefined) options.results = results;
   const seed = number(values, 'seed', 'an integer', () => true, true);
   if (seed !== undefined) options.seed = seed;
   const shape = oneOf<StylesShape>(values, 'styles-shape', STYLES_SHAPES);

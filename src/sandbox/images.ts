@@ -4,12 +4,29 @@
  */
 import sharp, { type OverlayOptions } from 'sharp';
 import type { ModuleId } from '../types.js';
+import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../util/image-format.js';
 
 /** A rendered result held in memory. */
 export interface RenderedImage {
   data: Buffer;
-  ext: 'jpg' | 'png';
-  contentType: 'image/jpeg' | 'image/png';
+  ext: 'jpg' | 'png' | 'webp';
+  contentType: 'image/jpeg' | 'image/png' | 'image/webp';
+}
+
+/** How the sandbox makes results: styled renders, or the upload itself (no image work, for benchmarks). */
+export type ResultMode = 'render' | 'echo';
+
+/**
+ * The upload itself as the result: no sharp work at all, so a benchmark's emulator does not eat the
+ * CPU of the client it measures. The format is the upload's (the create checked its magic bytes).
+ */
+export async function echoResult(input: Uint8Array): Promise<RenderedImage> {
+  const format = sniffImage(input) ?? 'jpeg';
+  return {
+    data: Buffer.from(input),
+    ext: FORMAT_EXTENSION[format],
+    contentType: FORMAT_CONTENT_TYPE[format],
+  };
 }
 
 /** Longest side of a result; the service answers with web-sized images. */

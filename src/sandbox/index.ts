@@ -9,6 +9,7 @@ import type { Sandbox, SandboxOptions } from './types.js';
 export type { FaultScope, ResultFault, RetryAfterMode, SandboxFaults } from './faults.js';
 export { DEFAULT_FAULTS } from './faults.js';
 export { SANDBOX_FLAG_HELP, SANDBOX_FLAGS, sandboxOptionsFromFlags } from './flags.js';
+export type { ResultMode } from './images.js';
 export { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from './styles.js';
 export type {
   Sandbox,

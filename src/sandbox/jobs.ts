@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { ModuleId } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
 import { roll, type SandboxFaults } from './faults.js';
-import { type RenderedImage, renderResult } from './images.js';
+import { echoResult, type RenderedImage, type ResultMode, renderResult } from './images.js';
 
 /** The knobs the state machine reads; read again on every call, so `setFaults` applies at once. */
 export type JobFaults = Pick<
@@ -26,6 +26,8 @@ export interface JobStoreOptions {
   queuedMs: number;
   /** Jobs kept; the oldest are forgotten (with their result URLs) beyond this. */
   maxJobs: number;
+  /** How results are made. @default 'render' */
+  results?: ResultMode;
   /** Monotonic milliseconds; drives the state machine and the URL expiry. */
   now: () => number;
   /** Wall-clock milliseconds since the epoch; only the timestamps shown in a job use it. */
@@ -117,7 +119,8 @@ export class JobStore {
     };
     if (fate === 'succeed') {
       // Rendering starts now; a job whose render is still running reads as processing.
-      job.rendered = renderResult(image, module, style).then(
+      const render = this.options.results === 'echo' ? echoResult(image) : renderResult(image, module, style);
+      job.rendered = render.then(
         (result) => {
           job.result = result;
           job.renderedAt = now();

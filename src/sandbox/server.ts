@@ -56,6 +56,7 @@ export class SandboxServer {
       jitterMs: options.jitterMs ?? 500,
       queuedMs: options.queuedMs ?? Math.min(300, processingMs / 4),
       maxJobs: options.maxJobs ?? 1000,
+      results: options.results ?? 'render',
       now: monotonicMs,
       wallNow: Date.now,
       // One PRNG for fault rolls and job fates alike, so a seed replays a whole run.

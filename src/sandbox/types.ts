@@ -1,5 +1,6 @@
 /** Public shapes of the sandbox: its options, its live statistics and the handle tests hold. */
 import type { SandboxFaults } from './faults.js';
+import type { ResultMode } from './images.js';
 import type { StylesShape } from './styles.js';
 
 /** Options of {@link startSandbox}. */
@@ -62,6 +63,12 @@ export interface SandboxOptions {
    * @default 1000
    */
   maxJobs?: number;
+  /**
+   * How results are made: `render` styles the upload with sharp (visibly different per style);
+   * `echo` returns the upload itself, with no image work, so a benchmark measures the client.
+   * @default 'render'
+   */
+  results?: ResultMode;
 }
 
 /** One request the sandbox received (service and storage alike). */

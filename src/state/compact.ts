@@ -1,22 +1,41 @@
+import { AtomicFile } from '../util/fs.js';
 import type { ItemRecord, JournalRecord } from './records.js';
-import type { ItemState } from './state.js';
+import type { ItemState, LastRun } from './state.js';
 
 /**
  * The shortest journal that folds to the same item states: per item its `item` record and the
  * records that lead to its phase (one `submitting` per counted submission, so possible duplicates
- * stay counted), plus the last `run` and `plan` records. `foldJournal(compact(s))` equals `s`.
+ * stay counted), plus the last `run` and `plan` records. `foldJournal([...compact(s)])` equals `s`.
  */
-export function compactRecords(
-  states: Iterable<ItemState>,
-  last: { run?: Extract<JournalRecord, { t: 'run' }>; plan?: Extract<JournalRecord, { t: 'plan' }> },
-): JournalRecord[] {
-  const out: JournalRecord[] = [];
-  if (last.run) out.push(last.run);
-  if (last.plan) out.push(last.plan);
-  for (const s of states) out.push(...recordsFor(s));
-  return out;
+export function* compactRecords(states: Iterable<ItemState>, last: LastRun): Generator<JournalRecord> {
+  if (last.run) yield last.run;
+  if (last.plan) yield last.plan;
+  for (const s of states) yield* recordsFor(s);
 }
 
+/**
+ * Replaces `file` with the compacted journal, streamed (never one string) and atomically. Returns
+ * the number of records written.
+ */
+export async function writeCompactJournal(
+  file: string,
+  states: Iterable<ItemState>,
+  last: LastRun,
+): Promise<number> {
+  let written = 0;
+  const out = await AtomicFile.open(file);
+  try {
+    for (const record of compactRecords(states, last)) {
+      written++;
+      await out.write(`${JSON.stringify(record)}\n`);
+    }
+    await out.commit();
+  } catch (error) {
+    await out.abort();
+    throw error;
+  }
+  return written;
+}
 function recordsFor(s: ItemState): ItemRecord[] {
   const { id, fp } = s;
   const records: ItemRecord[] = [
@@ -95,18 +114,4 @@ function recordsFor(s: ItemState): ItemRecord[] {
 /** Compact when the journal holds many more records than a compacted one would (cheap to decide). */
 export function shouldCompact(records: number, items: number): boolean {
   return records > 2000 && records > 4 * (items + 1);
-}
-
-/** The last `run` and `plan` records of a journal. */
-export function lastRunRecords(records: readonly JournalRecord[]): {
-  run?: Extract<JournalRecord, { t: 'run' }>;
-  plan?: Extract<JournalRecord, { t: 'plan' }>;
-} {
-  const last: { run?: Extract<JournalRecord, { t: 'run' }>; plan?: Extract<JournalRecord, { t: 'plan' }> } =
-    {};
-  for (const record of records) {
-    if (record.t === 'run') last.run = record;
-    else if (record.t === 'plan') last.plan = record;
-  }
-  return last;
 }

@@ -1,6 +1,7 @@
-import { open, readFile, stat, truncate } from 'node:fs/promises';
+import { open, stat, truncate } from 'node:fs/promises';
 import { StateError } from '../errors.js';
 import type { JournalRecord } from './records.js';
+import { type FoldOptions, JournalFold } from './state.js';
 
 /** What reading a journal found. */
 export interface JournalContents {
@@ -9,67 +10,125 @@ export interface JournalContents {
   tornLine: number | null;
 }
 
+/** What {@link scanJournal} saw. */
+export interface JournalScan {
+  /** Records passed to the visitor. */
+  records: number;
+  /** Set when a torn last line (a crash mid-append) was cut off. */
+  tornLine: number | null;
+}
+
 /**
- * Reads `journal.jsonl`. A torn last line (no newline, not valid JSON: a crash during an append) is
- * cut off the file so the next append starts on a clean line, and reported; a bad line anywhere else
- * is corruption: a {@link StateError} naming the line, never a silent reset.
+ * Streams `journal.jsonl` line by line, calling `onRecord` for each record in order, so a journal of
+ * any size is read in memory bounded by its longest line. A torn last line (no newline, not valid
+ * JSON: a crash during an append) is cut off the file so the next append starts on a clean line, and
+ * reported; a bad line anywhere else is corruption: a {@link StateError} naming the line, never a
+ * silent reset. A missing file is an empty journal.
  */
+export async function scanJournal(
+  file: string,
+  onRecord: (record: JournalRecord) => void,
+  options: { repair?: boolean } = {},
+): Promise<JournalScan> {
+  const repair = options.repair ?? true;
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { records: 0, tornLine: null };
+    throw error;
+  }
+  let line = 0;
+  let records = 0;
+  /** Byte offset where the line being read starts (where a torn last line is cut). */
+  let offset = 0;
+  let pending: Buffer[] = [];
+  const take = (bytes: Buffer): JournalRecord | null | undefined => {
+    line++;
+    const text = bytes.toString('utf8');
+    if (text.trim() === '') return undefined;
+    let record: unknown;
+    try {
+      record = JSON.parse(text);
+    } catch {
+      return null;
+    }
+    return isRecord(record) ? record : null;
+  };
+  try {
+    for await (const chunk of handle.createReadStream({ highWaterMark: 1 << 20, autoClose: false })) {
+      const buffer = chunk as Buffer;
+      let start = 0;
+      for (let nl = buffer.indexOf(10, start); nl !== -1; nl = buffer.indexOf(10, start)) {
+        const piece =
+          pending.length > 0
+            ? Buffer.concat([...pending, buffer.subarray(start, nl)])
+            : buffer.subarray(start, nl);
+        pending = [];
+        const record = take(piece);
+        if (record === null) throw corrupt(file, line);
+        if (record) {
+          onRecord(record);
+          records++;
+        }
+        offset += piece.length + 1;
+        start = nl + 1;
+      }
+      if (start < buffer.length) pending.push(buffer.subarray(start));
+    }
+  } finally {
+    await handle.close();
+  }
+  if (pending.length === 0) return { records, tornLine: null };
+  // The last line has no newline: a record whose newline was lost, or a line torn by a crash.
+  const record = take(Buffer.concat(pending));
+  if (record === null) {
+    if (repair) await truncate(file, offset);
+    return { records, tornLine: line };
+  }
+  if (record) {
+    onRecord(record);
+    records++;
+  }
+  // Add the missing newline, so the next append does not glue onto the last record.
+  if (repair) {
+    const append = await open(file, 'a');
+    try {
+      await append.write('\n');
+    } finally {
+      await append.close();
+    }
+  }
+  return { records, tornLine: null };
+}
+
+/** Folds a journal file, streamed: item states and the last run/plan records; see {@link scanJournal}. */
+export async function loadJournal(
+  file: string,
+  options: { repair?: boolean } & FoldOptions = {},
+): Promise<{ fold: JournalFold; tornLine: number | null }> {
+  const fold = new JournalFold(options);
+  const { tornLine } = await scanJournal(file, (record) => fold.add(record), options);
+  return { fold, tornLine };
+}
+
+/** Reads every record of a (small) journal into memory; see {@link scanJournal} for the rules. */
 export async function readJournal(
   file: string,
   options: { repair?: boolean } = {},
 ): Promise<JournalContents> {
-  const repair = options.repair ?? true;
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], tornLine: null };
-    throw error;
-  }
   const records: JournalRecord[] = [];
-  let tornLine: number | null = null;
-  let offset = 0;
-  let line = 0;
-  while (offset < text.length) {
-    line++;
-    const end = text.indexOf('\n', offset);
-    const last = end === -1;
-    const raw = text.slice(offset, last ? text.length : end);
-    const next = last ? text.length : end + 1;
-    if (raw.trim() !== '') {
-      let record: unknown;
-      try {
-        record = JSON.parse(raw);
-      } catch {
-        record = undefined;
-      }
-      if (!isRecord(record)) {
-        if (last) {
-          tornLine = line;
-          if (repair) await truncate(file, Buffer.byteLength(text.slice(0, offset)));
-          break;
-        }
-        throw new StateError(
-          'journal_corrupt',
-          `${file}:${line}: journal line is not a valid record; the journal is damaged in the middle ` +
-            '(not a torn last line), so the run stops rather than forget jobs it already paid for. ' +
-            'Move the folder aside or repair the line.',
-        );
-      }
-      records.push(record);
-    }
-    offset = next;
-  }
-  // A valid last record without its newline: add it, so the next append does not glue onto it.
-  if (repair && tornLine === null && text.length > 0 && !text.endsWith('\n')) {
-    const handle = await open(file, 'a');
-    try {
-      await handle.write('\n');
-    } finally {
-      await handle.close();
-    }
-  }
+  const { tornLine } = await scanJournal(file, (record) => records.push(record), options);
   return { records, tornLine };
+}
+
+function corrupt(file: string, line: number): StateError {
+  return new StateError(
+    'journal_corrupt',
+    `${file}:${line}: journal line is not a valid record; the journal is damaged in the middle ` +
+      '(not a torn last line), so the run stops rather than forget jobs it already paid for. ' +
+      'Move the folder aside or repair the line.',
+  );
 }
 
 function isRecord(value: unknown): value is JournalRecord {
@@ -97,6 +156,8 @@ export class JournalWriter {
   #broken: unknown;
   /** Bytes written through this writer (for compaction decisions). */
   bytesWritten = 0;
+  /** Records appended and fsyncs done: group commit shares one fsync among all records queued meanwhile. */
+  readonly stats = { records: 0, syncs: 0 };
 
   private constructor(file: string) {
     this.file = file;
@@ -161,7 +222,11 @@ export class JournalWriter {
         await this.#handle.write(text);
         this.bytesWritten += Buffer.byteLength(text);
       }
-      if (batch.some((p) => p.sync)) await this.#handle.sync();
+      this.stats.records += batch.filter((p) => p.line !== '').length;
+      if (batch.some((p) => p.sync)) {
+        await this.#handle.sync();
+        this.stats.syncs++;
+      }
       for (const p of batch) p.resolve();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;

@@ -11,8 +11,12 @@ export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha
 export type JournalRecord =
   /** A run started (or resumed) on this folder. */
   | { t: 'run'; at: string; v: 1; manifest: string; base_url: string; pid: number }
-  /** The run's items in manifest order (after sharding): what `report` rebuilds. */
-  | { t: 'plan'; ids: string[]; manifest_dir: string }
+  /**
+   * The run's items in manifest order (after sharding): what `report` rebuilds. They are listed in
+   * `file` (`plan.jsonl` beside the journal), so a catalogue of 10^6 items is not one journal line
+   * of tens of MB; journals of earlier versions carry the ids inline in `ids`.
+   */
+  | { t: 'plan'; manifest_dir: string; file?: string; count?: number; ids?: string[] }
   /** An item as planned: written when it is first seen or its fingerprint changed. */
   | {
       t: 'item';

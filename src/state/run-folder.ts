@@ -7,12 +7,12 @@ import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
-import { writeFileAtomic } from '../util/fs.js';
+import type { Interner } from '../util/intern.js';
 import { createRunLogger } from '../util/logger.js';
-import { compactRecords, lastRunRecords, shouldCompact } from './compact.js';
-import { JournalWriter, readJournal } from './journal.js';
+import { shouldCompact, writeCompactJournal } from './compact.js';
+import { JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
-import { foldJournal, type ItemState } from './state.js';
+import type { ItemState } from './state.js';
 
 /** Options of {@link openRunFolder}. */
 export interface RunFolderOptions {
@@ -34,6 +34,8 @@ export interface RunFolder {
   journal: JournalWriter;
   /** The journal folded into item states (what a resumed run starts from). */
   states: Map<string, ItemState>;
+  /** Shares equal strings between the folded items and the run's (see `Interner`). */
+  interner: Interner;
   /** Whether an earlier run left a journal here. */
   resumed: boolean;
   /** Closes the journal, flushes the log and releases the lock. */
@@ -64,22 +66,21 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
     }
     await removeLeftoverParts(resultsDir, logger);
     const file = path.join(dir, 'journal.jsonl');
-    const { records, tornLine } = await readJournal(file);
+    const { fold, tornLine } = await loadJournal(file);
     if (tornLine !== null) {
       warn(`journal.jsonl line ${tornLine} was torn by a crash mid-write and is ignored`, {
         event: 'journal_torn_line',
         line: tornLine,
       });
     }
-    let states = foldJournal(records);
-    if (shouldCompact(records.length, states.size)) {
-      const compacted = compactRecords(states.values(), lastRunRecords(records));
-      await writeFileAtomic(file, compacted.map((r) => `${JSON.stringify(r)}\n`).join(''));
+    const { states } = fold;
+    if (shouldCompact(fold.records, states.size)) {
+      // The compacted journal folds to these very states (test/state/journal.test.ts proves it).
+      const after = await writeCompactJournal(file, states.values(), fold.last);
       logger.info(
-        { event: 'journal_compacted', records_before: records.length, records_after: compacted.length },
+        { event: 'journal_compacted', records_before: fold.records, records_after: after },
         'journal compacted',
       );
-      states = foldJournal(compacted);
     }
     const journal = await JournalWriter.open(file);
     return {
@@ -88,7 +89,8 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
       logger,
       journal,
       states,
-      resumed: records.length > 0,
+      interner: fold.interner,
+      resumed: fold.records > 0,
       close: async () => {
         try {
           await journal.close();

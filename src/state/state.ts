@@ -1,4 +1,5 @@
 import type { ItemError } from '../types.js';
+import { Interner } from '../util/intern.js';
 import type { ItemRecord, JournalRecord, SourceIdentity } from './records.js';
 
 /** Where an item stands, as the journal tells it. */
@@ -126,26 +127,81 @@ export function applyRecord(state: ItemState, record: ItemRecord): void {
   }
 }
 
-/** Folds a whole journal into the latest state per item id, in first-seen order. */
-export function foldJournal(records: readonly JournalRecord[]): Map<string, ItemState> {
-  const states = new Map<string, ItemState>();
-  for (const record of records) {
-    if (record.t === 'run' || record.t === 'plan') continue;
-    if (record.t === 'item') {
-      const known = states.get(record.id);
-      if (!known || known.fp !== record.fp) {
-        // Keep first-seen order in the Map: delete-then-set would move the item to the end.
-        const fresh = newItemState(record);
-        if (known) Object.assign(known, fresh);
-        else states.set(record.id, fresh);
-      } else {
-        known.image = record.image;
-        known.src = record.src;
-      }
-      continue;
+/** The last `run` and `plan` records of a journal. */
+export interface LastRun {
+  run?: Extract<JournalRecord, { t: 'run' }>;
+  plan?: Extract<JournalRecord, { t: 'plan' }>;
+}
+
+/** Options of {@link JournalFold}. */
+export interface FoldOptions {
+  /** Shares equal strings and source identities between items. @default a new one */
+  interner?: Interner;
+}
+
+/**
+ * Folds journal records, one at a time, into the latest state per item id (in first-seen order)
+ * and the last `run` and `plan` records: what a resumed run and `report` start from. Equal strings
+ * (module, style, image path) and source identities are kept once (see {@link internItem}).
+ */
+export class JournalFold {
+  readonly states = new Map<string, ItemState>();
+  readonly last: LastRun = {};
+  readonly interner: Interner;
+  /** Records folded. */
+  records = 0;
+
+  constructor(options: FoldOptions = {}) {
+    this.interner = options.interner ?? new Interner();
+  }
+
+  add(record: JournalRecord): void {
+    this.records++;
+    if (record.t === 'run') {
+      this.last.run = record;
+      return;
     }
-    const state = states.get(record.id);
+    if (record.t === 'plan') {
+      this.last.plan = record;
+      return;
+    }
+    if (record.t === 'item') {
+      const item = internItem(record, this.interner);
+      const known = this.states.get(item.id);
+      if (!known || known.fp !== item.fp) {
+        // Keep first-seen order in the Map: delete-then-set would move the item to the end.
+        const fresh = newItemState(item);
+        if (known) Object.assign(known, fresh);
+        else this.states.set(item.id, fresh);
+      } else {
+        known.image = item.image;
+        known.src = item.src;
+      }
+      return;
+    }
+    const state = this.states.get(record.id);
     if (state) applyRecord(state, record);
   }
-  return states;
+}
+
+/**
+ * An `item` record with its repeated parts shared: module, style and image path strings, and the
+ * source identity object (one per image file, however many styles use it).
+ */
+export function internItem(record: Extract<JournalRecord, { t: 'item' }>, interner: Interner) {
+  const { src } = record;
+  return {
+    ...record,
+    image: interner.string(record.image),
+    module: interner.string(record.module),
+    style: interner.string(record.style),
+    src: src ? interner.object(`${src.path}\0${src.size}\0${src.mtime_ms}\0${src.sha256}`, src) : null,
+  };
+}
+
+/** Folds a whole journal into the latest state per item id, in first-seen order. */
+export function foldJournal(records: readonly JournalRecord[]): Map<string, ItemState> {
+  const fold = new JournalFold();
+  for (const record of records) fold.add(record);
+  return fold.states;
 }

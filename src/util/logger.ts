@@ -46,7 +46,12 @@ export function createRunLogger(options: RunLoggerOptions): Logger {
     write(line: string) {
       let out = line;
       for (const secret of secrets) out = out.split(secret).join('[Redacted]');
-      target.write(out);
+      try {
+        target.write(out);
+      } catch {
+        // A full or broken disk under run.log must not end the run by itself: the journal and the
+        // reports tell their own, clear errors for the same disk. The line is lost.
+      }
     },
   };
   return pino(

@@ -4,6 +4,7 @@
  * bodies, every styles shape and every broken result download. No HTTP mocking.
  */
 import { createHash } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import sharp from 'sharp';
@@ -425,6 +426,17 @@ describe('KitchenClient: result downloads', () => {
   async function dest(): Promise<string> {
     return (await tempDirForTest()).file('result.part');
   }
+
+  it('leaves no listener on the caller’s signal behind: a long run must not keep every request alive', async () => {
+    const { c, url } = await succeededJob();
+    const signal = new AbortController().signal;
+    const tmp = await tempDirForTest('kb-client-');
+    for (let i = 0; i < 5; i++) {
+      await c.getJob((await c.createJob(styleInput(jpeg), { signal })).id, { signal });
+      await c.downloadResult(url, tmp.file(`r${i}.jpg`), { signal });
+    }
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
 
   it('404 → ApiError status 404, file removed', async () => {
     const { sb, c, url } = await succeededJob();

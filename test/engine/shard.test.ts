@@ -32,7 +32,7 @@ describe('--shard K/N and report --merge', () => {
     const first = await ws.run({ limits: { shard: { index: 1, count: 2 } }, out: dirs[0]! });
     const second = await ws.run({ limits: { shard: { index: 2, count: 2 } }, out: dirs[1]! });
     expect([first.exitCode, second.exitCode]).toEqual([0, 0]);
-    expect(first.report.items.length + second.report.items.length).toBe(8);
+    expect(first.run.totals.items + second.run.totals.items).toBe(8);
     expect(createRequests(ws.sandbox)).toBe(8);
     const stdout = textSink();
     const stderr = textSink();

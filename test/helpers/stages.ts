@@ -14,12 +14,14 @@ import type { StageContext } from '../../src/pipeline/context.js';
 import { decide, type PreparedUpload } from '../../src/pipeline/plan.js';
 import { PollScheduler } from '../../src/pipeline/poll-schedule.js';
 import { createPreflighter } from '../../src/pipeline/preflight/index.js';
+import { UploadReader } from '../../src/pipeline/submit.js';
 import type { Sandbox, SandboxOptions } from '../../src/sandbox/index.js';
 import { ItemStore } from '../../src/state/items.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import type { ItemState } from '../../src/state/state.js';
 import type { Item } from '../../src/types.js';
+import { coalescedFsyncDir } from '../../src/util/fs.js';
 import { createRunLogger } from '../../src/util/logger.js';
 import { kitchenJpeg } from './images.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from './sandbox.js';
@@ -94,6 +96,8 @@ export async function stageWorld(options: StageWorldOptions = {}): Promise<Stage
     stop: stop.signal,
     abort: abort.signal,
     resultsDir,
+    syncResults: coalescedFsyncDir(resultsDir),
+    uploads: new UploadReader(),
   };
   return {
     ctx,

@@ -56,6 +56,7 @@ describe('refusals', () => {
     expect(result).toEqual({
       ok: false,
       sourceSha256: null,
+      sourceFile: null,
       error: { code: 'file_not_found', message: `${file}: no such file` },
     });
     expect(describePreflight(result)).toBe(`rejected (file_not_found): ${file}: no such file`);

@@ -1,10 +1,12 @@
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
-import { compactRecords, lastRunRecords, shouldCompact } from '../../src/state/compact.js';
+import { reportItem } from '../../src/report/build.js';
+import { compactRecords, shouldCompact } from '../../src/state/compact.js';
+import { CompactFold } from '../../src/state/compact-fold.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
-import { foldJournal } from '../../src/state/state.js';
+import { foldJournal, JournalFold } from '../../src/state/state.js';
 import { useTempDir } from '../helpers/tmp.js';
 
 const tmp = useTempDir('kb-journal-');
@@ -132,11 +134,14 @@ describe('journal', () => {
 
   it('compaction keeps exactly the same states, and the last run and plan', () => {
     const records = sampleRecords();
-    const states = foldJournal(records);
-    const compacted = compactRecords(states.values(), lastRunRecords(records));
+    const fold = new JournalFold();
+    for (const record of records) fold.add(record);
+    const compacted = [...compactRecords(fold.states.values(), fold.last)];
     expect(compacted.length).toBeLessThanOrEqual(records.length);
-    expect(foldJournal(compacted)).toEqual(states);
-    expect(lastRunRecords(compacted)).toEqual(lastRunRecords(records));
+    const again = new JournalFold();
+    for (const record of compacted) again.add(record);
+    expect(again.states).toEqual(fold.states);
+    expect(again.last).toEqual(fold.last);
     expect(shouldCompact(10, 10)).toBe(false);
     expect(shouldCompact(50_000, 1000)).toBe(true);
   });
@@ -155,6 +160,63 @@ describe('journal', () => {
     await again.append({ t: 'rejected', id: 'to', fp: 'fp1', error: { code: 'a', message: 'b' } });
     await again.close();
     expect((await readJournal(file)).records).toHaveLength(sampleRecords().length + 1);
+  });
+
+  it('the compact fold of `report` gives every item the same report row as the full fold', () => {
+    const records: JournalRecord[] = [
+      ...sampleRecords(),
+      // An output under another name than results/<id>.<ext> (a merged or older report).
+      item('odd'),
+      { t: 'submitting', id: 'odd', fp: 'fp1', at: '' },
+      { t: 'accepted', id: 'odd', fp: 'fp1', job_id: 'j9', at: '' },
+      {
+        t: 'ended',
+        id: 'odd',
+        fp: 'fp1',
+        job_id: 'j9',
+        status: 'succeeded',
+        image_url: 'http://s/r9',
+        processing_time_ms: 2.5,
+        error: null,
+      },
+      {
+        t: 'downloaded',
+        id: 'odd',
+        fp: 'fp1',
+        job_id: 'j9',
+        output: 'results/elsewhere/odd.png',
+        sha256: 'ab'.repeat(32),
+        bytes: 3,
+        mtime_ms: 9,
+      },
+    ];
+    const full = new JournalFold();
+    const compact = new CompactFold();
+    for (const record of records) {
+      full.add(record);
+      compact.add(record);
+    }
+    expect([...compact.keys()]).toEqual([...full.states.keys()]);
+    for (const [id, state] of full.states)
+      expect(reportItem(compact.get(id)!), id).toEqual(reportItem(state));
+    expect(compact.last).toEqual(full.last);
+    expect(compact.get('nope')).toBeUndefined();
+  });
+
+  it('group commit: records appended together share one fsync, and each sync append waits for its own', async () => {
+    const writer = await JournalWriter.open(tmp.file('journal.jsonl'));
+    const appends = Array.from({ length: 500 }, (_, i) =>
+      writer.append({ t: 'submitting', id: `k${i}`, fp: 'fp1', at: '' }, { sync: true }),
+    );
+    await Promise.all(appends);
+    expect(writer.stats.records).toBe(500);
+    // The first record goes out alone; the 499 queued behind its fsync share the next one.
+    expect(writer.stats.syncs).toBeLessThanOrEqual(3);
+    await writer.append({ t: 'submitting', id: 'k', fp: 'fp1', at: '' }, { sync: true });
+    expect(writer.stats.syncs).toBeGreaterThan(1);
+    await writer.append({ t: 'submitting', id: 'k', fp: 'fp1', at: '' });
+    await writer.close();
+    expect(writer.stats).toMatchObject({ records: 502 });
   });
 
   it('a damaged line in the middle is corruption: StateError naming the line', async () => {

@@ -19,6 +19,7 @@ import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../../
 import { flag, wholeNumber } from '../../util/validate.js';
 import { type Analysis, analyse, formatBytes, formatLabel, type ImageInfo } from './analyse.js';
 import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
+import { createLimiter, remember, waitFor } from './pool.js';
 import { SNIFF_BYTES } from './sniff.js';
 
 export type { ImageInfo } from './analyse.js';
@@ -79,6 +80,8 @@ export type PreflightResult =
       ok: true;
       /** sha256 of the source file's bytes (the resume fingerprint). */
       sourceSha256: string;
+      /** Size and mtime of the source when it was read (what a rerun compares before trusting the hash). */
+      sourceFile: SourceFile;
       action: PreflightAction;
       original: ImageInfo;
       prepared: ImageInfo;
@@ -90,7 +93,18 @@ export type PreflightResult =
       /** Words for `plan`, e.g. 'resized from 6000×4000 / 14.2 MB to 4096×2731 / 2.1 MB'. */
       note?: string;
     }
-  | { ok: false; sourceSha256: string | null; error: { code: RejectCode; message: string } };
+  | {
+      ok: false;
+      sourceSha256: string | null;
+      sourceFile: SourceFile | null;
+      error: { code: RejectCode; message: string };
+    };
+
+/** Size and mtime of a source file as read. */
+export interface SourceFile {
+  size: number;
+  mtimeMs: number;
+}
 
 /** Prepares images for upload; see {@link createPreflighter}. */
 export interface Preflighter {
@@ -117,6 +131,8 @@ interface PathEntry {
   promise: Promise<PreflightResult>;
   /** Callers still waiting; when every caller has aborted before the work starts, it is skipped. */
   waiters: number;
+  /** The preparation is done (it may be forgotten to bound memory). */
+  settled: boolean;
 }
 
 /**
@@ -151,7 +167,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   };
 
   const byPath = new Map<string, PathEntry>();
-  const byHash = new Map<string, Promise<CacheEntry>>();
+  const byHash = new Map<string, { promise: Promise<CacheEntry>; settled: boolean }>();
 
   /** The content-hash level: cache lookup, else sharp analysis and writing the result out. */
   async function prepareContent(abs: string, sourceSha256: string, source: Source): Promise<CacheEntry> {
@@ -171,29 +187,40 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   /** The path level: read and hash inside a pool slot, then share the content-level work. */
   async function preparePath(abs: string, shown: string, entry: PathEntry): Promise<PreflightResult> {
     const step = await limiter.run(
-      async (): Promise<{ sha: string | null; outcome?: CacheEntry; shared?: Promise<CacheEntry> }> => {
+      async (): Promise<{
+        sha: string | null;
+        file: SourceFile | null;
+        outcome?: CacheEntry;
+        shared?: Promise<CacheEntry>;
+      }> => {
         if (entry.waiters === 0) throw new DOMException('preflight aborted before it started', 'AbortError');
-        let source: Source & { sha: string };
+        let source: Awaited<ReturnType<typeof readSource>>;
         try {
           source = await readSource(abs);
         } catch (error) {
           const refusal = unreadable(error);
           if (!refusal) throw error;
-          return { sha: null, outcome: refusal };
+          return { sha: null, file: null, outcome: refusal };
         }
+        const file = source.file;
         onWork?.({ kind: 'read', path: abs, sourceSha256: source.sha });
         const existing = byHash.get(source.sha);
         // Identical bytes are being prepared already: wait for them outside the pool, freeing the slot.
-        if (existing) return { sha: source.sha, shared: existing };
-        const work = prepareContent(abs, source.sha, source);
-        byHash.set(source.sha, work);
-        // An environment fault (disk full) must not stick: a later call may try again.
-        work.catch(() => byHash.delete(source.sha));
-        return { sha: source.sha, outcome: await work };
+        if (existing) return { sha: source.sha, file, shared: existing.promise };
+        const work = { promise: prepareContent(abs, source.sha, source), settled: false };
+        remember(byHash, source.sha, work);
+        work.promise.then(
+          () => {
+            work.settled = true;
+          },
+          // An environment fault (disk full) must not stick: a later call may try again.
+          () => byHash.delete(source.sha),
+        );
+        return { sha: source.sha, file, outcome: await work.promise };
       },
     );
     const outcome = step.outcome ?? (await (step.shared as Promise<CacheEntry>));
-    return toResult(outcome, step.sha, abs, shown);
+    return toResult(outcome, step, abs, shown);
   }
 
   return {
@@ -206,13 +233,18 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
         entry.waiters += 1;
       } else {
         // Counted before the work starts: the pool may run it at once, and it checks for waiters.
-        const created: PathEntry = { waiters: 1, promise: Promise.resolve() as never };
+        const created: PathEntry = { waiters: 1, promise: Promise.resolve() as never, settled: false };
         created.promise = preparePath(abs, imagePath, created);
-        // Forget failures (aborts, disk faults) so that a later call starts afresh.
-        created.promise.catch(() => {
-          if (byPath.get(abs) === created) byPath.delete(abs);
-        });
-        byPath.set(abs, created);
+        created.promise.then(
+          () => {
+            created.settled = true;
+          },
+          // Forget failures (aborts, disk faults) so that a later call starts afresh.
+          () => {
+            if (byPath.get(abs) === created) byPath.delete(abs);
+          },
+        );
+        remember(byPath, abs, created);
         entry = created;
       }
       return waitFor(entry, signal);
@@ -247,13 +279,14 @@ interface Source {
   bytes: number;
 }
 
-async function readSource(abs: string): Promise<Source & { sha: string }> {
+async function readSource(abs: string): Promise<Source & { sha: string; file: SourceFile }> {
   const info = await stat(abs);
   if (!info.isFile()) throw Object.assign(new Error(`${abs} is not a file`), { code: 'EISDIR' });
+  const file = { size: info.size, mtimeMs: info.mtimeMs };
   if (info.size <= IN_MEMORY_LIMIT) {
     // Hash and decode the very same bytes, so the fingerprint always matches what was checked.
     const data = await readFile(abs);
-    return { sha: sha256(data), input: data, head: data.subarray(0, SNIFF_BYTES), bytes: data.length };
+    return { sha: sha256(data), file, input: data, head: data.subarray(0, SNIFF_BYTES), bytes: data.length };
   }
   // Huge files (usually not images at all) are streamed for the hash and left for sharp to read.
   const sha = await sha256File(abs);
@@ -261,7 +294,7 @@ async function readSource(abs: string): Promise<Source & { sha: string }> {
   try {
     const head = Buffer.alloc(SNIFF_BYTES);
     const { bytesRead } = await handle.read(head, 0, SNIFF_BYTES, 0);
-    return { sha, input: abs, head: head.subarray(0, bytesRead), bytes: info.size };
+    return { sha, file, input: abs, head: head.subarray(0, bytesRead), bytes: info.size };
   } finally {
     await handle.close();
   }
@@ -282,11 +315,18 @@ function unreadable(error: unknown): CacheEntry | undefined {
   return reason === undefined ? undefined : { ok: false, code: 'file_not_found', reason };
 }
 
-function toResult(outcome: CacheEntry, sha: string | null, abs: string, shown: string): PreflightResult {
+function toResult(
+  outcome: CacheEntry,
+  source: { sha: string | null; file: SourceFile | null },
+  abs: string,
+  shown: string,
+): PreflightResult {
+  const sha = source.sha;
   if (!outcome.ok)
     return {
       ok: false,
       sourceSha256: sha,
+      sourceFile: source.file,
       error: { code: outcome.code, message: `${shown}: ${outcome.reason}` },
     };
   const format = outcome.prepared.format as UploadFormat;
@@ -294,6 +334,7 @@ function toResult(outcome: CacheEntry, sha: string | null, abs: string, shown: s
   return {
     ok: true,
     sourceSha256: sha as string,
+    sourceFile: source.file as SourceFile,
     action: outcome.action,
     original: outcome.original,
     prepared: outcome.prepared,
@@ -302,53 +343,5 @@ function toResult(outcome: CacheEntry, sha: string | null, abs: string, shown: s
     contentType: FORMAT_CONTENT_TYPE[format],
     filename: `${base}.${FORMAT_EXTENSION[format]}`,
     ...(outcome.note === undefined ? {} : { note: outcome.note }),
-  };
-}
-
-/**
- * Waits for a shared preparation on behalf of one caller (already counted in `waiters`), who may
- * give up without cancelling it for the others.
- */
-function waitFor(entry: PathEntry, signal: AbortSignal | undefined): Promise<PreflightResult> {
-  if (!signal) return entry.promise;
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      entry.waiters -= 1;
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    entry.promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
-interface Limiter {
-  run<T>(task: () => Promise<T>): Promise<T>;
-}
-
-/** A FIFO pool: at most `size` tasks run at once. */
-function createLimiter(size: number): Limiter {
-  let active = 0;
-  const queue: Array<() => void> = [];
-  return {
-    async run(task) {
-      if (active >= size) await new Promise<void>((resolve) => queue.push(resolve));
-      else active += 1;
-      // A woken task inherits the slot of the one that finished, so `active` is unchanged then.
-      try {
-        return await task();
-      } finally {
-        if (queue.length > 0) queue.shift()?.();
-        else active -= 1;
-      }
-    },
   };
 }

@@ -1,12 +1,10 @@
-import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { ItemError, ItemStatus, Report, ReportItem } from '../../types.js';
 import { writeFileAtomic } from '../../util/fs.js';
-import { safeId } from '../../util/ids.js';
 import { wholeNumber } from '../../util/validate.js';
-import { ensureThumbnails, type ThumbJob } from '../thumbs.js';
+import { ensureThumbnails, planThumbs, type ThumbJob, ThumbNames } from '../thumbs.js';
 import { formatCount, formatDuration, formatTimestamp, percentile } from './format.js';
 import { ERROR_HINTS } from './hints.js';
 import { type HeaderModel, renderPage } from './page.js';
@@ -75,24 +73,16 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
   await mkdir(thumbsDir, { recursive: true });
 
   const names = new ThumbNames();
-  const planned = options.report.items.map((item) => {
-    const source = safeSourcePath(options.sourcePath, item);
-    const result = resultPath(outDir, item.output);
-    return {
-      item,
-      result,
-      srcJob: source ? { source, dest: path.join(thumbsDir, names.forSource(source)) } : null,
-      outJob: result
-        ? { source: result.file, dest: path.join(thumbsDir, names.forResult(result.file)) }
-        : null,
-    };
-  });
+  const planned = options.report.items.map((item) => ({
+    item,
+    ...planThumbs(item, { outDir, names, sourcePath: options.sourcePath }),
+  }));
   const jobs = planned.flatMap((p) => [p.srcJob, p.outJob].filter((j): j is ThumbJob => j !== null));
   const outcomes = await ensureThumbnails(jobs, { size: thumbSize, concurrency });
-  const thumbUrl = (job: ThumbJob | null): string | null =>
-    job && outcomes.get(job.dest) !== 'failed'
-      ? `thumbs/${encodeURIComponent(path.basename(job.dest))}`
-      : null;
+  const thumbUrl = (job: ThumbJob | null): string | null => {
+    const made = job ? outcomes.get(job.dest) : undefined;
+    return made && made.state !== 'failed' ? `thumbs/${encodeURIComponent(path.basename(made.file))}` : null;
+  };
 
   const items: PageItem[] = planned.map(({ item, result, srcJob, outJob }) => ({
     id: item.id,
@@ -131,7 +121,9 @@ export function buildHeader(report: Report): HeaderModel {
   const duration = stats?.duration_ms ?? (Number.isFinite(wall) && wall >= 0 ? wall : null);
   const count = (n: number | undefined): string => (typeof n === 'number' ? formatCount(n) : '—');
   const rate = t.items > 0 ? `${((100 * t.succeeded) / t.items).toFixed(1).replace(/\.0$/, '')} %` : '—';
+  const shown = report.items.length;
   return {
+    partial: shown < t.items ? { shown, total: t.items } : null,
     manifest: run.manifest,
     // Only base_url is shown: the report never carries the key, and nothing else about the service is needed.
     baseUrl: run.base_url,
@@ -152,62 +144,4 @@ export function buildHeader(report: Report): HeaderModel {
       { key: 'rate_limited', label: 'Rate limited (429)', value: count(stats?.rate_limited) },
     ],
   };
-}
-
-/** Calls the caller's resolver; a throwing resolver means "unknown" for that item, not a failed report. */
-function safeSourcePath(resolve: HtmlReportOptions['sourcePath'], item: ReportItem): string | null {
-  try {
-    const p = resolve(item);
-    return p ? path.resolve(p) : null;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * The result file and its relative link. report.json writes `results/<id>.<ext>`; a merged report of
- * shards points into the sibling shard folders (`../shard-1/results/...`). Absolute paths and URLs
- * are not ours to link or read.
- */
-function resultPath(outDir: string, output: string | null): { file: string; href: string } | null {
-  if (!output || /^[a-z][a-z0-9+.-]*:/i.test(output) || path.isAbsolute(output)) return null;
-  const file = path.resolve(outDir, output);
-  const rel = path.relative(outDir, file);
-  if (rel === '' || path.isAbsolute(rel)) return null;
-  return { file, href: rel.split(path.sep).map(encodeURIComponent).join('/') };
-}
-
-/**
- * Thumbnail file names, one per image file: one photo restyled in five styles is shrunk once.
- * Result thumbs are `<result name>.out.webp` (so `<item-id>.out.webp` for a normal run). Names that would clash on a case-insensitive
- * file system (macOS, Windows) get a hash suffix.
- */
-class ThumbNames {
-  private readonly taken = new Map<string, string>();
-
-  forSource(file: string): string {
-    const base = safeId(path.basename(file, path.extname(file))).slice(0, 80);
-    return this.claim(`src:${file}`, `${base}-${shortHash(file)}.src.webp`);
-  }
-
-  forResult(file: string): string {
-    // results/<id>.<ext> → thumbs/<id>.out.webp; keyed by file so items sharing a result share its thumb.
-    return this.claim(`out:${file}`, `${safeId(path.basename(file, path.extname(file)))}.out.webp`);
-  }
-
-  private claim(key: string, name: string): string {
-    const lower = name.toLowerCase();
-    const owner = this.taken.get(lower);
-    if (owner === undefined || owner === key) {
-      this.taken.set(lower, key);
-      return name;
-    }
-    const unique = name.replace(/(\.\w+\.webp)$/, `-${shortHash(key)}$1`);
-    this.taken.set(unique.toLowerCase(), key);
-    return unique;
-  }
-}
-
-function shortHash(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 10);
 }

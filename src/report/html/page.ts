@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { CLIENT_JS } from './client.js';
-import { escapeHtml, inlineJson } from './format.js';
+import { escapeHtml, formatCount, inlineJson } from './format.js';
 import { CSS } from './styles.js';
 
 /** One figure in the header's tile row. */
@@ -21,6 +21,8 @@ export interface HeaderModel {
   finishedAt: { iso: string; text: string };
   duration: string;
   tiles: HeaderTile[];
+  /** Set when the page lists only some of the run's items (a large run): how many, of how many. */
+  partial: { shown: number; total: number } | null;
 }
 
 /** Builds report.html: static header and controls, then the data block and the script that renders the cards. */
@@ -68,7 +70,11 @@ export function renderPage(header: HeaderModel, data: unknown): string {
 <ul class="tiles" aria-label="Totals">
 ${tiles}
 </ul>
-</div>
+${
+  header.partial
+    ? `<p class="partial" role="note" data-meta="partial">This page lists ${e(formatCount(header.partial.shown))} of the ${e(formatCount(header.partial.total))} items: the first ones in manifest order and every item that did not succeed. The full list is in report.csv and report.json beside this file.</p>\n`
+    : ''
+}</div>
 </header>
 <div class="toolbar">
 <div class="wrap">

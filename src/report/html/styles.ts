@@ -142,6 +142,7 @@ main { padding: 18px 0 40px; }
 
 footer { color: var(--muted); font-size: .8rem; padding: 0 0 28px; }
 .nojs { padding: 16px; background: var(--rej-bg); color: var(--text); border-radius: 8px; }
+.partial { margin: 12px 0 0; padding: 8px 12px; background: var(--rej-bg); color: var(--text); border-radius: 8px; font-size: 14px; }
 html.js .nojs { display: none; }
 @media (max-width: 560px) {
   .wrap { padding: 0 14px; }

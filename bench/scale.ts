@@ -1,0 +1,419 @@
+/**
+ * Catalogue scale (issue 10): the CLI's peak memory, throughput and tail on a catalogue of 10^4 to
+ * 10^5 items, against a minimal client (bench/minimal.ts) in the same run; the rerun of the finished
+ * catalogue; and `report` rebuilt from a synthetic journal of 10^6 items.
+ *
+ * The emulator runs in a process of its own (bench/emulator.ts: the sandbox with instant jobs, no
+ * faults and echo results, so its own sharp work eats no CPU of the client), and so does the CLI
+ * (the built `dist/bin.js`), whose RSS is sampled from /proc every 100 ms.
+ *
+ * Sizes: `BENCH_SCALE_ITEMS` (comma-separated; default 10200, about 1,700 images × 6 styles: heap
+ * growth per item is reported between the first and the last size; empty skips the runs),
+ * `BENCH_SCALE_REPORT_ITEMS` (default 1,000,000; 0 skips the rebuild), `BENCH_SCALE_PLAN_ROWS`
+ * (`plan` over a manifest of that many rows; default 1,000,000; 0 skips it).
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { type MinimalItem, runMinimal } from './minimal.js';
+import { fmt, printTable, type RequestCounts, tempDir, verdict, writeKitchens } from './util.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const STYLES = ['scandinavian', 'industrial', 'japandi', 'farmhouse', 'modern', 'coastal'];
+/** Distinct drawings; bigger catalogues copy them to more files (preflight still reads and hashes each). */
+const DRAWINGS = 1700;
+const CONCURRENCY = 64;
+
+/** What one CLI run measured. */
+interface CliFigures {
+  exitCode: number | null;
+  wallS: number;
+  peakRssMb: number;
+  succeeded: number;
+  /** Items per second from the first POST to the last download (null on a run that sent nothing). */
+  rate: number | null;
+  /** Seconds from the last download to the exit. */
+  tailS: number | null;
+  /** Of which: from the last download to the reports written (`run_end` in run.log). */
+  reportsS: number | null;
+  requests: RequestCounts;
+}
+
+/** Prints the scale section. */
+export async function benchScale(): Promise<void> {
+  const sizes = (process.env.BENCH_SCALE_ITEMS ?? '10200').split(',').filter(Boolean).map(Number);
+  const reportItems = Number(process.env.BENCH_SCALE_REPORT_ITEMS ?? 1_000_000);
+  const planRows = (process.env.BENCH_SCALE_PLAN_ROWS ?? '100000,1000000')
+    .split(',')
+    .filter(Boolean)
+    .map(Number);
+  if (sizes.some((n) => !Number.isInteger(n) || n < 6))
+    throw new Error('BENCH_SCALE_ITEMS: whole numbers ≥ 6');
+  console.log('building dist/ (the CLI runs as a child process, as users run it)');
+  execFileSync(
+    process.execPath,
+    [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: ROOT,
+      stdio: 'inherit',
+    },
+  );
+  const rows: string[][] = [];
+  const peaks: Array<{ items: number; rss: number }> = [];
+  for (const items of sizes) {
+    const { dir, cleanup } = await tempDir('kb-bench-scale-');
+    const emulator = await startEmulator(items + 1000);
+    try {
+      const catalogue = await writeCatalogue(dir, items);
+      const minimalOut = path.join(dir, 'minimal');
+      await mkdir(minimalOut);
+      const minimal = await runMinimal(emulator.url, catalogue.items, minimalOut, CONCURRENCY);
+      await emulator.command('reset');
+      const out = path.join(dir, 'out');
+      const cold = await measureCli(dir, catalogue.manifest, out, emulator);
+      const rerun = await measureCli(dir, catalogue.manifest, out, emulator);
+      peaks.push({ items, rss: cold.peakRssMb });
+      const ratio = cold.rate && minimal.rate ? cold.rate / minimal.rate : Number.NaN;
+      console.log(
+        `${items.toLocaleString('en-US')} items (${catalogue.images.toLocaleString('en-US')} images × ${STYLES.length} styles, ~${fmt(catalogue.meanBytes / 1024, 0)} KiB JPEGs), concurrency ${CONCURRENCY}, emulator: instant jobs, echo results\n` +
+          `  minimal client: ${fmt(minimal.rate, 0)} items/s (${minimal.succeeded} in ${fmt(minimal.seconds)} s)\n` +
+          `  kitchen-batch: exit ${cold.exitCode}, ${cold.succeeded} succeeded, wall ${fmt(cold.wallS)} s, peak RSS ${fmt(cold.peakRssMb, 0)} MB, ` +
+          `${fmt(cold.rate ?? Number.NaN, 0)} items/s = ${fmt(ratio, 2)}× minimal, exit ${fmt(cold.tailS ?? Number.NaN)} s after the last download (reports written after ${fmt(cold.reportsS ?? Number.NaN)} s); ` +
+          `requests: ${cold.requests.creates} POST, ${cold.requests.polls} polls, ${cold.requests.storage} downloads\n` +
+          `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
+          `${rerun.requests.creates} POST and ${rerun.requests.polls} polls`,
+      );
+      const rssTarget = items <= 20_000 ? 300 : 400;
+      rows.push(
+        [
+          `${items} items: peak RSS ≤ ${rssTarget} MB`,
+          fmt(cold.peakRssMb, 0),
+          verdict(cold.peakRssMb <= rssTarget),
+        ],
+        [`${items} items: throughput ≥ 0.5× minimal`, `${fmt(ratio, 2)}×`, verdict(ratio >= 0.5)],
+        [
+          `${items} items: exit ≤ 10 s after the last download`,
+          `${fmt(cold.tailS ?? Number.NaN)} s`,
+          verdict((cold.tailS ?? 99) <= 10),
+        ],
+        [
+          `${items} items: rerun sends no job request`,
+          `${rerun.requests.creates + rerun.requests.polls}`,
+          verdict(rerun.requests.creates + rerun.requests.polls === 0 && rerun.exitCode === 0),
+        ],
+      );
+    } finally {
+      emulator.stop();
+      await cleanup();
+    }
+  }
+  if (peaks.length >= 2) {
+    const [a, b] = [peaks[0]!, peaks[peaks.length - 1]!];
+    const perItem = ((b.rss - a.rss) * 1024 * 1024) / (b.items - a.items);
+    console.log(
+      `peak RSS ${fmt(a.rss, 0)} MB at ${a.items} items, ${fmt(b.rss, 0)} MB at ${b.items}: ${fmt(perItem, 0)} B per item`,
+    );
+    rows.push([
+      `growth per item (${a.items} → ${b.items}) ≤ 1 KB`,
+      `${fmt(perItem, 0)} B`,
+      verdict(perItem <= 1024),
+    ]);
+  }
+  if (reportItems > 0) {
+    const rebuilt = await measureReport(reportItems);
+    rows.push([
+      `report rebuilt from ${reportItems} items: RSS ≤ 500 MB`,
+      `${fmt(rebuilt.peakRssMb, 0)} MB, ${fmt(rebuilt.seconds)} s`,
+      verdict(rebuilt.exitCode !== null && rebuilt.exitCode <= 1 && rebuilt.peakRssMb <= 500),
+    ]);
+  }
+  if (planRows.length > 0) {
+    // Bounded: what grows with the rows is the duplicate-id index (a few tens of bytes a row).
+    const planned = [];
+    for (const n of planRows) planned.push({ rows: n, ...(await measurePlan(n)) });
+    const [a, b] = [planned[0]!, planned[planned.length - 1]!];
+    const perRow =
+      b.rows > a.rows ? ((b.peakRssMb - a.peakRssMb) * 1024 * 1024) / (b.rows - a.rows) : Number.NaN;
+    rows.push([
+      `plan of ${planRows.join(' and ')} rows: grows ≤ 100 B a row`,
+      `${planned.map((p) => `${fmt(p.peakRssMb, 0)} MB/${fmt(p.seconds, 0)} s`).join(', ')}; ${fmt(perRow, 0)} B/row`,
+      verdict(planned.every((p) => p.exitCode === 0) && perRow <= 100),
+    ]);
+  }
+  printTable(['target', 'ours', 'verdict'], rows);
+}
+
+/**
+ * `kitchen-batch plan --json` over a manifest of `rows` rows (explicit ids, 50 images), its output
+ * thrown away: every row is read twice, checked for duplicates, decided and written out.
+ */
+async function measurePlan(
+  rows: number,
+): Promise<{ seconds: number; peakRssMb: number; exitCode: number | null }> {
+  const { dir, cleanup } = await tempDir('kb-bench-plan-');
+  try {
+    await mkdir(path.join(dir, 'img'));
+    const { files } = await writeKitchens(path.join(dir, 'img'), 50, {
+      width: 240,
+      height: 180,
+      grain: 12,
+      seed: 5,
+    });
+    const out = createWriteStream(path.join(dir, 'catalogue.csv'));
+    const write = async (text: string) => {
+      if (!out.write(text)) await once(out, 'drain');
+    };
+    await write('id,image,style\n');
+    for (let i = 0; i < rows; i++) {
+      await write(`row${i},${path.relative(dir, files[i % files.length]!)},${STYLES[i % STYLES.length]}\n`);
+    }
+    out.end();
+    await once(out, 'finish');
+    const started = performance.now();
+    const child = spawn(
+      process.execPath,
+      [path.join(ROOT, 'dist', 'bin.js'), 'plan', 'catalogue.csv', '--json'],
+      {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '' },
+        stdio: ['ignore', 'ignore', 'ignore'],
+      },
+    );
+    const peak = sampleRss(child);
+    const [code] = (await once(child, 'exit')) as [number | null];
+    const seconds = (performance.now() - started) / 1000;
+    const peakRssMb = peak.stop();
+    console.log(
+      `plan of ${rows.toLocaleString('en-US')} rows: exit ${code}, ${fmt(seconds)} s, peak RSS ${fmt(peakRssMb, 0)} MB`,
+    );
+    return { seconds, peakRssMb, exitCode: code };
+  } finally {
+    await cleanup();
+  }
+}
+
+/** A CSV catalogue of `items` items: one row per image with six styles, images copied from drawings. */
+async function writeCatalogue(dir: string, items: number) {
+  const images = Math.ceil(items / STYLES.length);
+  const imageDir = path.join(dir, 'img');
+  await mkdir(imageDir);
+  const drawn = await writeKitchens(imageDir, Math.min(DRAWINGS, images), {
+    width: 240,
+    height: 180,
+    grain: 12,
+    prefix: 'd',
+    seed: 11,
+  });
+  const rows = ['id,image,style'];
+  const work: MinimalItem[] = [];
+  for (let i = 0; i < images; i++) {
+    const id = `k${String(i).padStart(6, '0')}`;
+    const file = path.join(imageDir, `${id}.jpg`);
+    await copyFile(drawn.files[i % drawn.files.length]!, file);
+    const styles = STYLES.slice(0, Math.min(STYLES.length, items - i * STYLES.length));
+    rows.push(`${id},img/${id}.jpg,${styles.join('|')}`);
+    for (const style of styles) work.push({ id: `${id}__${style}`, file, style });
+  }
+  const manifest = path.join(dir, 'catalogue.csv');
+  await writeFile(manifest, `${rows.join('\n')}\n`);
+  return { manifest, images, items: work, meanBytes: drawn.meanBytes };
+}
+
+/** The emulator process: its URL, and its request counts on demand. */
+async function startEmulator(maxJobs: number) {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT, 'bench', 'emulator.ts'), String(maxJobs)],
+    {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const url = String((await lines.next()).value);
+  return {
+    url,
+    async command(name: 'stats' | 'reset'): Promise<unknown> {
+      child.stdin!.write(`${name}\n`);
+      return JSON.parse(String((await lines.next()).value));
+    },
+    stop: () => child.stdin!.end(),
+  };
+}
+
+/** Runs `kitchen-batch run` as a child process and measures it. */
+async function measureCli(
+  cwd: string,
+  manifest: string,
+  out: string,
+  emulator: Awaited<ReturnType<typeof startEmulator>>,
+): Promise<CliFigures> {
+  await emulator.command('reset');
+  const started = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(ROOT, 'dist', 'bin.js'),
+      'run',
+      manifest,
+      '--base-url',
+      emulator.url,
+      '--out',
+      out,
+      '--concurrency',
+      String(CONCURRENCY),
+      '--no-progress',
+      '--json',
+    ],
+    {
+      cwd,
+      env: { PATH: process.env.PATH ?? '', KITCHEN_API_KEY: 'bench' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const peak = sampleRss(child);
+  let stdout = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  const exitedAt = Date.now();
+  const wallS = (performance.now() - started) / 1000;
+  const summary = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { totals?: { succeeded?: number } };
+  const { firstPost, lastDownload, runEnd } = await runTimes(out);
+  const requests = (await emulator.command('stats')) as RequestCounts;
+  const sent = firstPost !== null && lastDownload !== null && requests.creates > 0;
+  return {
+    exitCode: code,
+    wallS,
+    peakRssMb: peak.stop(),
+    succeeded: summary.totals?.succeeded ?? 0,
+    rate: sent ? requests.creates / ((lastDownload - firstPost) / 1000) : null,
+    tailS: sent ? (exitedAt - lastDownload) / 1000 : null,
+    reportsS: sent && runEnd !== null ? (runEnd - lastDownload) / 1000 : null,
+    requests,
+  };
+}
+
+/** Peak resident memory of a child, sampled from /proc every 100 ms (VmHWM: the kernel's own peak). */
+function sampleRss(child: ChildProcess): { stop(): number } {
+  let peakKb = 0;
+  const read = () => {
+    try {
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const hwm = /VmHWM:\s+(\d+)/.exec(status);
+      if (hwm) peakKb = Math.max(peakKb, Number(hwm[1]));
+    } catch {}
+  };
+  const timer = setInterval(read, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      return peakKb / 1024;
+    },
+  };
+}
+
+/** The wall-clock times of this run's first POST (journal `submitting`) and last download (run.log). */
+async function runTimes(
+  out: string,
+): Promise<{ firstPost: number | null; lastDownload: number | null; runEnd: number | null }> {
+  let firstPost: number | null = null;
+  let runStart = 0;
+  for await (const line of createInterface({ input: createReadStream(path.join(out, 'journal.jsonl')) })) {
+    if (line.startsWith('{"t":"run"')) {
+      runStart = Date.parse((JSON.parse(line) as { at: string }).at);
+      firstPost = null;
+    } else if (firstPost === null && line.startsWith('{"t":"submitting"')) {
+      const at = Date.parse((JSON.parse(line) as { at: string }).at);
+      if (at >= runStart) firstPost = at;
+    }
+  }
+  let lastDownload: number | null = null;
+  let runEnd: number | null = null;
+  for await (const line of createInterface({ input: createReadStream(path.join(out, 'run.log')) })) {
+    const end = line.includes('"event":"run_end"');
+    if (!end && !line.includes('"event":"downloaded"')) continue;
+    const at = Date.parse((JSON.parse(line) as { time: string }).time);
+    if (at < runStart) continue;
+    if (end) runEnd = at;
+    else lastDownload = at;
+  }
+  return { firstPost, lastDownload, runEnd };
+}
+
+/** `kitchen-batch report` over a synthetic finished journal of `items` items. */
+async function measureReport(
+  items: number,
+): Promise<{ seconds: number; peakRssMb: number; exitCode: number | null }> {
+  const { dir, cleanup } = await tempDir('kb-bench-report-');
+  try {
+    await mkdir(path.join(dir, 'results'));
+    console.log(`writing a synthetic journal of ${items.toLocaleString('en-US')} finished items`);
+    await writeSyntheticJournal(dir, items);
+    const started = performance.now();
+    const child = spawn(
+      process.execPath,
+      [path.join(ROOT, 'dist', 'bin.js'), 'report', dir, '--no-html', '--json'],
+      {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '' },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
+    const peak = sampleRss(child);
+    const [code] = (await once(child, 'exit')) as [number | null];
+    const seconds = (performance.now() - started) / 1000;
+    const peakRssMb = peak.stop();
+    console.log(
+      `report of ${items.toLocaleString('en-US')} items rebuilt: exit ${code}, ${fmt(seconds)} s, peak RSS ${fmt(peakRssMb, 0)} MB`,
+    );
+    return { seconds, peakRssMb, exitCode: code };
+  } finally {
+    await cleanup();
+  }
+}
+
+/** A compacted-style journal (run, plan, then per item: item, submitting, accepted, ended, downloaded). */
+async function writeSyntheticJournal(dir: string, items: number): Promise<void> {
+  const journal = createWriteStream(path.join(dir, 'journal.jsonl'));
+  const ids = createWriteStream(path.join(dir, 'plan.ids'));
+  const write = async (stream: NodeJS.WritableStream, text: string) => {
+    if (!stream.write(text)) await once(stream, 'drain');
+  };
+  const hex = (n: number, len: number) =>
+    n
+      .toString(16)
+      .padStart(len, '0')
+      .slice(-len)
+      .repeat(Math.ceil(len / 8))
+      .slice(0, len);
+  await write(
+    journal,
+    `${JSON.stringify({ t: 'run', at: new Date().toISOString(), v: 1, manifest: 'catalogue.csv', base_url: 'http://127.0.0.1:1', pid: 1 })}\n`,
+  );
+  await write(
+    journal,
+    `${JSON.stringify({ t: 'plan', ids_file: 'plan.ids', count: items, manifest_dir: dir })}\n`,
+  );
+  for (let i = 0; i < items; i++) {
+    const image = `k${String(Math.floor(i / 6)).padStart(7, '0')}`;
+    const id = `${image}__${STYLES[i % 6]}`;
+    const fp = hex(i * 2654435761, 32);
+    const job = `job_${hex(i * 40503, 24)}`;
+    await write(ids, `${id}\n`);
+    await write(
+      journal,
+      `${JSON.stringify({ t: 'item', id, fp, image: `img/${image}.jpg`, module: 'change-style', style: STYLES[i % 6], src: { path: `${dir}/img/${image}.jpg`, size: 7000, mtime_ms: 1.7e12, sha256: hex(Math.floor(i / 6), 64) } })}\n` +
+        `${JSON.stringify({ t: 'submitting', id, fp, at: '' })}\n` +
+        `${JSON.stringify({ t: 'accepted', id, fp, job_id: job, at: '' })}\n` +
+        `${JSON.stringify({ t: 'ended', id, fp, job_id: job, status: 'succeeded', image_url: `http://127.0.0.1:1/storage/${hex(i, 32)}/${job}.jpg`, processing_time_ms: 1000 + (i % 997), error: null })}\n` +
+        `${JSON.stringify({ t: 'downloaded', id, fp, job_id: job, output: `results/${id}.jpg`, sha256: hex(i * 7, 64), bytes: 7000, mtime_ms: 1.7e12 })}\n`,
+    );
+  }
+  journal.end();
+  ids.end();
+  await Promise.all([once(journal, 'finish'), once(ids, 'finish')]);
+}

@@ -1,0 +1,63 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import PQueue from 'p-queue';
+import { reportItem } from '../report/build.js';
+import { ensureThumbnail, planThumbs, ThumbNames } from '../report/thumbs.js';
+import type { ItemState } from '../state/state.js';
+import type { RunEvent } from './events.js';
+
+/** What {@link EarlyThumbnails} reads. */
+export interface EarlyThumbnailsDeps {
+  outDir: string;
+  manifestDir: string;
+  /** The items report.html lists first (by id): theirs are made as their results arrive. */
+  first: ReadonlySet<string>;
+  states: ReadonlyMap<string, ItemState>;
+  /** Long side in pixels (report.html's). @default 320 */
+  size?: number;
+}
+
+/**
+ * report.html's thumbnails of the items it lists first, made as their results arrive, one at a time
+ * off the critical path, so that the page is ready seconds after the last download instead of
+ * after a thumbnail pass over everything. Names are planned as the report plans them.
+ */
+export class EarlyThumbnails {
+  readonly #deps: EarlyThumbnailsDeps;
+  readonly #queue = new PQueue({ concurrency: 1 });
+  readonly #names = new ThumbNames();
+  #ready: Promise<unknown> | undefined;
+
+  constructor(deps: EarlyThumbnailsDeps) {
+    this.#deps = deps;
+  }
+
+  /** Listens to item events: a succeeded item on the page gets its thumbnails queued. */
+  readonly onEvent = (event: RunEvent): void => {
+    if (event.type !== 'item' || event.status !== 'succeeded' || !this.#deps.first.has(event.id)) return;
+    const state = this.#deps.states.get(event.id);
+    if (!state) return;
+    const { outDir, manifestDir } = this.#deps;
+    const thumbs = planThumbs(reportItem(state), {
+      outDir,
+      names: this.#names,
+      sourcePath: (item) =>
+        path.isAbsolute(item.image) ? item.image : path.resolve(manifestDir, item.image),
+    });
+    this.#ready ??= mkdir(path.join(outDir, 'thumbs'), { recursive: true });
+    const ready = this.#ready;
+    for (const job of [thumbs.srcJob, thumbs.outJob]) {
+      if (!job) continue;
+      void this.#queue.add(async () => {
+        await ready;
+        await ensureThumbnail(job, this.#deps.size ?? 320);
+      });
+    }
+  };
+
+  /** Drops what is still queued (the report makes it, in parallel) and waits for the one in hand. */
+  async close(): Promise<void> {
+    this.#queue.clear();
+    await this.#queue.onIdle();
+  }
+}
