@@ -23,6 +23,11 @@ export type ResultFault =
   | 'not-found'
   /** Content-Length of the whole image, half the bytes, then the socket is destroyed. */
   | 'truncated'
+  /**
+   * No Content-Length: half the bytes, then the connection closes normally. The body's end is the
+   * connection's, so the client sees no error: only decoding the image can tell it is cut.
+   */
+  | 'truncated-unsized'
   /** 200 with an HTML page. */
   | 'wrong-type'
   /** 302 to a second origin (another port) that serves the image and records the request headers. */

@@ -11,6 +11,7 @@ import type { SandboxOptions } from './types.js';
 const RESULT_FAULTS: readonly ResultFault[] = [
   'not-found',
   'truncated',
+  'truncated-unsized',
   'wrong-type',
   'redirect-cross-origin',
   'slow-drip',

@@ -473,6 +473,18 @@ describe('KitchenClient: result downloads', () => {
     expect(existsSync(file)).toBe(false);
   });
 
+  it('a close-delimited body cut short ends without an error: lengthChecked is false, so the caller must decode', async () => {
+    const { sb, c, url } = await succeededJob();
+    const whole = await c.downloadResult(url, await dest());
+    expect(whole.lengthChecked).toBe(true);
+    sb.setFaults({ resultFault: 'truncated-unsized' });
+    const file = await dest();
+    const cut = await c.downloadResult(url, file);
+    expect(cut.lengthChecked).toBe(false);
+    expect(cut.bytes).toBe(Math.floor(whole.bytes / 2));
+    expect(existsSync(file)).toBe(true);
+  });
+
   it('an oversized body → aborted at the byte cap, file removed, fast', async () => {
     const { sb, c, url } = await succeededJob({ maxDownloadBytes: 200_000 });
     sb.setFaults({ resultFault: 'oversized' });

@@ -50,6 +50,19 @@ describe('download stage (alone, against the sandbox)', () => {
     expect(state.phase).toBe('succeeded');
   });
 
+  it('a body of undeclared length cut short is caught by decoding it: retried, then download_failed, nothing saved', async () => {
+    const w = await stageWorld({ retry: { retries: 1, baseMs: 10, capMs: 20 } });
+    const { state } = await succeeded(w);
+    w.sandbox.setFaults({ resultFault: 'truncated-unsized' });
+    const outcome = await downloadItem(w.ctx, state);
+    expect(outcome).toMatchObject({ kind: 'incomplete', error: { code: 'download_failed' } });
+    expect(outcome.kind === 'incomplete' && outcome.error.message).toMatch(/does not decode/);
+    expect(storageGets(w)).toBe(2);
+    expect(await readdir(w.ctx.resultsDir)).toEqual([]);
+    expect(ofKind(await w.records(), 'downloaded')).toEqual([]);
+    expect(state.phase).toBe('succeeded');
+  });
+
   it('an HTML page served as the result is refused by its bytes (download_failed), never saved', async () => {
     const w = await stageWorld({ retry: { retries: 1, baseMs: 10, capMs: 20 } });
     const { state } = await succeeded(w);

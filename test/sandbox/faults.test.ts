@@ -185,9 +185,10 @@ describe('sandbox: fault knobs', () => {
     expect((await sharp(Buffer.from(await fresh.arrayBuffer())).metadata()).format).toBe('jpeg');
   });
 
-  it('breaks result downloads: 404, truncated, wrong type, slow drip, oversized', async () => {
+  it('breaks result downloads: 404, truncated (sized or not), wrong type, slow drip, oversized', async () => {
     await start();
     const url = await resultUrl();
+    const whole = (await (await fetch(url)).arrayBuffer()).byteLength;
 
     sandbox.setFaults({ resultFault: 'not-found' });
     expect((await fetch(url)).status).toBe(404);
@@ -197,6 +198,16 @@ describe('sandbox: fault knobs', () => {
     expect(cut.status).toBe(200);
     expect(Number(cut.headers.get('content-length'))).toBeGreaterThan(1000);
     await expect(cut.arrayBuffer()).rejects.toThrow(/terminated/);
+
+    // Close-delimited: no length, no chunking; half the body, then a clean close, no error.
+    sandbox.setFaults({ resultFault: 'truncated-unsized' });
+    const unsized = await fetch(url);
+    expect(unsized.status).toBe(200);
+    expect([unsized.headers.get('content-length'), unsized.headers.get('transfer-encoding')]).toEqual([
+      null,
+      null,
+    ]);
+    expect((await unsized.arrayBuffer()).byteLength).toBe(Math.floor(whole / 2));
 
     sandbox.setFaults({ resultFault: 'wrong-type' });
     const html = await fetch(url);

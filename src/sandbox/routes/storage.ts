@@ -74,6 +74,13 @@ export async function handleStorage(
       break;
   }
   if (!(await slowDelay(ctx))) return;
+  if (fault === 'truncated-unsized') {
+    // HTTP/1.1 without a length or chunking: the body ends when the connection closes.
+    res.useChunkedEncodingByDefault = false;
+    writeHead(ctx, res, 200, { 'content-type': result.contentType, connection: 'close' });
+    res.end(result.data.subarray(0, Math.floor(result.data.length / 2)));
+    return;
+  }
   writeHead(ctx, res, 200, {
     'content-type': result.contentType,
     'content-length': String(fault === 'oversized' ? OVERSIZED_BYTES : result.data.length),
