@@ -33,6 +33,8 @@ interface CliFigures {
   exitCode: number | null;
   wallS: number;
   peakRssMb: number;
+  /** Largest JavaScript heap left after a full (mark-compact) GC: the live heap, from `--trace-gc`. */
+  liveHeapMb: number | null;
   succeeded: number;
   /** Items per second from the first POST to the last download (null on a run that sent nothing). */
   rate: number | null;
@@ -63,7 +65,7 @@ export async function benchScale(): Promise<void> {
     },
   );
   const rows: string[][] = [];
-  const peaks: Array<{ items: number; rss: number }> = [];
+  const peaks: Array<{ items: number; rss: number; heap: number | null }> = [];
   for (const items of sizes) {
     const { dir, cleanup } = await tempDir('kb-bench-scale-');
     const emulator = await startEmulator(items + 1000);
@@ -76,12 +78,12 @@ export async function benchScale(): Promise<void> {
       const out = path.join(dir, 'out');
       const cold = await measureCli(dir, catalogue.manifest, out, emulator);
       const rerun = await measureCli(dir, catalogue.manifest, out, emulator);
-      peaks.push({ items, rss: cold.peakRssMb });
+      peaks.push({ items, rss: cold.peakRssMb, heap: cold.liveHeapMb });
       const ratio = cold.rate && minimal.rate ? cold.rate / minimal.rate : Number.NaN;
       console.log(
         `${items.toLocaleString('en-US')} items (${catalogue.images.toLocaleString('en-US')} images × ${STYLES.length} styles, ~${fmt(catalogue.meanBytes / 1024, 0)} KiB JPEGs), concurrency ${CONCURRENCY}, emulator: instant jobs, echo results\n` +
           `  minimal client: ${fmt(minimal.rate, 0)} items/s (${minimal.succeeded} in ${fmt(minimal.seconds)} s)\n` +
-          `  kitchen-batch: exit ${cold.exitCode}, ${cold.succeeded} succeeded, wall ${fmt(cold.wallS)} s, peak RSS ${fmt(cold.peakRssMb, 0)} MB, ` +
+          `  kitchen-batch: exit ${cold.exitCode}, ${cold.succeeded} succeeded, wall ${fmt(cold.wallS)} s, peak RSS ${fmt(cold.peakRssMb, 0)} MB, live heap ${fmt(cold.liveHeapMb ?? Number.NaN, 0)} MB, ` +
           `${fmt(cold.rate ?? Number.NaN, 0)} items/s = ${fmt(ratio, 2)}× minimal, exit ${fmt(cold.tailS ?? Number.NaN)} s after the last download (reports written after ${fmt(cold.reportsS ?? Number.NaN)} s); ` +
           `requests: ${cold.requests.creates} POST, ${cold.requests.polls} polls, ${cold.requests.storage} downloads\n` +
           `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
@@ -113,14 +115,17 @@ export async function benchScale(): Promise<void> {
   }
   if (peaks.length >= 2) {
     const [a, b] = [peaks[0]!, peaks[peaks.length - 1]!];
-    const perItem = ((b.rss - a.rss) * 1024 * 1024) / (b.items - a.items);
+    const per = (x: number, y: number) => ((y - x) * 1024 * 1024) / (b.items - a.items);
+    const heapPerItem = a.heap !== null && b.heap !== null ? per(a.heap, b.heap) : Number.NaN;
+    const rssPerItem = per(a.rss, b.rss);
     console.log(
-      `peak RSS ${fmt(a.rss, 0)} MB at ${a.items} items, ${fmt(b.rss, 0)} MB at ${b.items}: ${fmt(perItem, 0)} B per item`,
+      `live heap ${fmt(a.heap ?? Number.NaN, 0)} MB at ${a.items} items, ${fmt(b.heap ?? Number.NaN, 0)} MB at ${b.items}: ${fmt(heapPerItem, 0)} B per item; ` +
+        `peak RSS ${fmt(a.rss, 0)} MB → ${fmt(b.rss, 0)} MB: ${fmt(rssPerItem, 0)} B per item`,
     );
     rows.push([
-      `growth per item (${a.items} → ${b.items}) ≤ 1 KB`,
-      `${fmt(perItem, 0)} B`,
-      verdict(perItem <= 1024),
+      `heap growth per item (${a.items} → ${b.items}) ≤ 1 KB`,
+      `${fmt(heapPerItem, 0)} B (RSS: ${fmt(rssPerItem, 0)} B)`,
+      verdict(heapPerItem <= 1024),
     ]);
   }
   if (reportItems > 0) {
@@ -257,6 +262,7 @@ async function measureCli(
   const child = spawn(
     process.execPath,
     [
+      '--trace-gc',
       path.join(ROOT, 'dist', 'bin.js'),
       'run',
       manifest,
@@ -276,12 +282,18 @@ async function measureCli(
     },
   );
   const peak = sampleRss(child);
-  let stdout = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  // stdout: the GC trace (one line per collection) and the CLI's JSON summary, read line by line.
+  let summaryLine = '{}';
+  let liveHeapMb: number | null = null;
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (line.startsWith('{')) summaryLine = line;
+    const full = /Mark-Compact [\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(line);
+    if (full) liveHeapMb = Math.max(liveHeapMb ?? 0, Number(full[1]));
+  });
   const [code] = (await once(child, 'exit')) as [number | null];
   const exitedAt = Date.now();
   const wallS = (performance.now() - started) / 1000;
-  const summary = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { totals?: { succeeded?: number } };
+  const summary = JSON.parse(summaryLine) as { totals?: { succeeded?: number } };
   const { firstPost, lastDownload, runEnd } = await runTimes(out);
   const requests = (await emulator.command('stats')) as RequestCounts;
   const sent = firstPost !== null && lastDownload !== null && requests.creates > 0;
@@ -289,6 +301,7 @@ async function measureCli(
     exitCode: code,
     wallS,
     peakRssMb: peak.stop(),
+    liveHeapMb,
     succeeded: summary.totals?.succeeded ?? 0,
     rate: sent ? requests.creates / ((lastDownload - firstPost) / 1000) : null,
     tailS: sent ? (exitedAt - lastDownload) / 1000 : null,

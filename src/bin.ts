@@ -1,7 +1,13 @@
 #!/usr/bin/env node
 /** The `kitchen-batch` executable: process wiring only; everything else is in cli.ts. */
+import sharp from 'sharp';
 import { main } from './cli.js';
 import { EXIT, InterruptedError } from './errors.js';
+
+// libvips keeps recent operations (up to 50 MB of pixels) in case the same image is processed
+// again; a batch reads every image once, so the cache only holds memory. (A library caller's
+// process keeps its own setting.)
+sharp.cache(false);
 
 /** Wires process signals: the first asks for a clean stop, the second aborts in-flight requests and exits. */
 function signals(): { signal: AbortSignal; hardSignal: AbortSignal } {

@@ -4,11 +4,11 @@ import { parseArgs } from 'node:util';
 import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
 import { writeReports } from '../report/write.js';
-import { CompactFold } from '../state/compact-fold.js';
 import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
 import { planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
+import { JournalFold } from '../state/state.js';
 import type { Report, ReportItem } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
 import { isoWithOffset } from '../util/time.js';
@@ -159,7 +159,7 @@ async function readRunInfo(dir: string): Promise<RunInfo> {
 
 /** A run folder read for its report: its journal folded compactly (what reports show) and its last run and plan. */
 async function readRun(dir: string, deps?: CommandDeps, warn = true) {
-  const fold = new CompactFold();
+  const fold = new JournalFold({ lean: true });
   const { tornLine } = await scanJournal(path.join(dir, 'journal.jsonl'), (record) => fold.add(record), {
     repair: false,
   });
@@ -173,7 +173,7 @@ async function readRun(dir: string, deps?: CommandDeps, warn = true) {
     started_at: run?.at ?? '',
     finished_at: isoWithOffset(),
   };
-  return { fold, plan, info };
+  return { fold: fold.states, plan, info };
 }
 
 function finish(run: Report['run'], outDir: string, json: boolean, deps: CommandDeps): number {

@@ -184,10 +184,15 @@ export class Flow {
     switch (decision.action) {
       case 'reject':
         this.#move('pending', null);
-        await this.#reject(state, decision.error);
+        try {
+          await this.#reject(state, decision.error);
+        } finally {
+          this.#ctx.store.release(state);
+        }
         return;
       case 'skip':
         this.#move('pending', 'skipped');
+        this.#ctx.store.release(state);
         this.#item(item.id, 'skipped');
         return;
       case 'download':
@@ -207,22 +212,28 @@ export class Flow {
   async #job(item: Item, state: ItemState, upload: PreparedUpload | null): Promise<void> {
     const stopping = this.#stop.soft.aborted;
     this.#move('pending', stopping ? null : 'running');
-    if (stopping) return;
-    let outcome: Outcome | undefined;
+    let downloading = false;
     try {
-      if (upload) outcome = await this.#submit(item, state, upload);
-      if (!outcome || outcome.kind === 'accepted') {
-        outcome = await pollJob(this.#ctx, state, { jobTimeoutMs: this.#options.jobTimeoutMs });
+      if (stopping) return;
+      let outcome: Outcome | undefined;
+      try {
+        if (upload) outcome = await this.#submit(item, state, upload);
+        if (!outcome || outcome.kind === 'accepted') {
+          outcome = await pollJob(this.#ctx, state, { jobTimeoutMs: this.#options.jobTimeoutMs });
+        }
+      } finally {
+        this.#move('running', null);
       }
+      if (outcome.kind === 'ended' && outcome.status === 'succeeded') {
+        downloading = true;
+        this.#move(null, 'downloading');
+        this.#enqueue(this.#downloads, () => this.#download(state));
+        return;
+      }
+      await this.#settle(state, outcome);
     } finally {
-      this.#move('running', null);
+      if (!downloading) this.#ctx.store.release(state);
     }
-    if (outcome.kind === 'ended' && outcome.status === 'succeeded') {
-      this.#move(null, 'downloading');
-      this.#enqueue(this.#downloads, () => this.#download(state));
-      return;
-    }
-    await this.#settle(state, outcome);
   }
 
   /** The cost guard, then the submit stage; `submitted` announced once the job id is journaled. */
@@ -245,6 +256,7 @@ export class Flow {
       await this.#settle(state, await downloadItem(this.#ctx, state));
     } finally {
       this.#move('downloading', null);
+      this.#ctx.store.release(state);
     }
   }
 

@@ -7,8 +7,6 @@ export const MIN_POLL_INTERVAL_MS = 2000;
 const SAMPLES = 200;
 /** Samples needed before the estimate replaces the spec's recommended interval. */
 const MIN_SAMPLES = 3;
-/** Earliest first poll after a job's creation, however quick jobs have been. */
-const FIRST_POLL_MIN_MS = 100;
 
 /**
  * When to poll each job. Holds the 2 s floor of docs/contract.md#poll-floor (never twice within `minIntervalMs` for one job,
@@ -71,8 +69,10 @@ export class PollScheduler {
    * recommended 2 s. Then, when the times jobs take spread over less than the floor (p10..p90), aim
    * at p90: nearly every job is seen done by its first poll, and no schedule allowed by the floor
    * would see them sooner on average; a wider spread aims at the median, so quick jobs are not kept
-   * waiting. Never under 100 ms nor over a minute. The floor binds polls, not the submission, so
-   * quick jobs are collected quickly. A job created in an earlier run is polled at once.
+   * waiting. Never over a minute; at once when jobs have been ending at once (a wait there holds a
+   * job slot for nothing, and the one poll a job needs is spent either way). The floor binds polls,
+   * not the submission, so quick jobs are collected quickly. A job created in an earlier run is
+   * polled at once.
    */
   firstDelay(id: string): number {
     if (!this.#acceptedAt.has(id)) return 0;
@@ -80,7 +80,7 @@ export class PollScheduler {
     const sorted = [...this.#samples].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
     const target = at(0.9) - at(0.1) <= this.#min ? at(0.9) : at(0.5);
-    return Math.min(60_000, Math.max(FIRST_POLL_MIN_MS, target));
+    return Math.min(60_000, Math.max(0, target));
   }
 
   /** Delay between later polls: the floor. */

@@ -3,7 +3,7 @@ import { type RunInfo, reportRows } from '../report/build.js';
 import { type WrittenReport, writeReports } from '../report/write.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
-import type { ItemState } from '../state/state.js';
+import type { StateLookup } from '../state/table.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
 import type { ProgressCounts, RunEvent } from './events.js';
 import type { FlowCounts } from './flow.js';
@@ -19,7 +19,7 @@ export interface ReporterDeps {
   /** The run's `plan` record: its items, in order, for the report's rows. */
   plan: Extract<JournalRecord, { t: 'plan' }>;
   /** The journal's item states (the store's map). */
-  states: ReadonlyMap<string, ItemState>;
+  states: StateLookup;
   store: ItemStore;
   gate: ServiceGate;
   flow: { readonly counts: Readonly<FlowCounts> };

@@ -70,20 +70,18 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
   });
   try {
     const { logger } = folder;
+    const store = new ItemStore(folder.journal, folder.states, {
+      onFailure: (error) => flow.fail(error),
+      interner: folder.interner,
+    });
     // report.html's first thumbnails are made as results arrive (only when there is to be a page).
-    const thumbnails = options.output.html
-      ? new EarlyThumbnails({ ...options, first, states: folder.states })
-      : null;
+    const thumbnails = options.output.html ? new EarlyThumbnails({ ...options, first, states: store }) : null;
     const emit = guardedListener(options.onEvent, logger, thumbnails?.onEvent ?? (() => {}));
     for (const warning of manifest.warnings) emit({ type: 'warning', message: warning });
 
     // The service, and the context every stage works in.
     const { client, governor, gate } = connect(options, logger, emit);
     const stop = new RunStop(options.timing.graceMs);
-    const store = new ItemStore(folder.journal, folder.states, {
-      onFailure: (error) => flow.fail(error),
-      interner: folder.interner,
-    });
     const ctx: StageContext = {
       client,
       gate,
@@ -125,7 +123,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       baseUrl: client.baseUrl,
       total: manifest.count,
       plan,
-      states: folder.states,
+      states: store,
       store,
       gate,
       flow,
@@ -147,6 +145,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
         { sync: true },
       );
       await writePlanFile(options.outDir, planned);
+      planned.clear();
       await folder.journal.append(plan);
       logger.info(
         {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import PQueue from 'p-queue';
 import { reportItem } from '../report/build.js';
 import { ensureThumbnail, planThumbs, ThumbNames } from '../report/thumbs.js';
-import type { ItemState } from '../state/state.js';
+import type { StateLookup } from '../state/table.js';
 import type { RunEvent } from './events.js';
 
 /** What {@link EarlyThumbnails} reads. */
@@ -12,7 +12,7 @@ export interface EarlyThumbnailsDeps {
   manifestDir: string;
   /** The items report.html lists first (by id): theirs are made as their results arrive. */
   first: ReadonlySet<string>;
-  states: ReadonlyMap<string, ItemState>;
+  states: StateLookup;
   /** Long side in pixels (report.html's). @default 320 */
   size?: number;
 }

@@ -1,8 +1,9 @@
-import type { StateLookup } from '../state/compact-fold.js';
 import { type PlanEntry, planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
+import type { StateLookup } from '../state/table.js';
 import type { Report, ReportItem, ReportTotals, RunStats } from '../types.js';
+import { grown } from '../util/packed.js';
 
 /** What the report says about a run beside its items. */
 export interface RunInfo {
@@ -85,25 +86,32 @@ export class Tally {
     incomplete: 0,
     possible_duplicates: 0,
   };
-  readonly #times: number[] = [];
+  /** Processing times, outside the JavaScript heap (8 bytes an item). */
+  #times = new Float64Array(1024);
+  #count = 0;
 
   add(item: ReportItem): void {
     this.totals.items++;
     this.totals[item.status]++;
     if (item.submissions > 1) this.totals.possible_duplicates++;
-    if (typeof item.processing_time_ms === 'number') this.#times.push(item.processing_time_ms);
+    if (typeof item.processing_time_ms === 'number') this.#time(item.processing_time_ms);
   }
 
   /** Adds the counts of another tally (the parts of a merged report). */
   merge(other: Tally): void {
     for (const key of Object.keys(this.totals) as (keyof ReportTotals)[])
       this.totals[key] += other.totals[key];
-    for (const ms of other.#times) this.#times.push(ms);
+    for (const ms of other.#times.subarray(0, other.#count)) this.#time(ms);
+  }
+
+  #time(ms: number): void {
+    if (this.#count === this.#times.length) this.#times = grown(this.#times, this.#count * 2);
+    this.#times[this.#count++] = ms;
   }
 
   /** Median and 95th percentile (nearest rank) of processing times; null when there are none. */
   percentiles(): { p50: number | null; p95: number | null } {
-    const times = Float64Array.from(this.#times).sort();
+    const times = this.#times.slice(0, this.#count).sort();
     const rank = (q: number) =>
       times.length ? times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)]! : null;
     return { p50: rank(0.5), p95: rank(0.95) };

@@ -2,6 +2,7 @@ import { Interner } from '../util/intern.js';
 import type { JournalWriter } from './journal.js';
 import type { ItemRecord, JournalRecord } from './records.js';
 import { applyRecord, type ItemState, internItem, newItemState, type Phase } from './state.js';
+import type { ItemTable, StateLookup } from './table.js';
 
 /** What an item is, as its `item` record says: written when it is first seen or changed. */
 export type ItemIdentity = Omit<Extract<JournalRecord, { t: 'item' }>, 't'>;
@@ -20,28 +21,38 @@ export interface ItemStoreOptions {
 /**
  * The live state of every item, owned together with the journal: each change is one call that
  * appends the record and applies it to the state, so the live state always equals a replay of the
- * journal (`foldJournal`), which is what a resumed run starts from. It also counts the phases of the
- * items planned in this run, so progress needs no walk over a catalogue of 10^5 items.
+ * journal (`foldJournal`), which is what a resumed run starts from.
+ *
+ * Items are packed in the journal's {@link ItemTable}; only the items in flight are objects. The
+ * flow takes an item out with {@link plan} (its stages share that object, which every record
+ * updates) and puts it back with {@link release} when it is done with it for this run, so memory
+ * holds a window of objects, not the catalogue. The store also counts the phases of the items
+ * planned in this run, so progress needs no walk over a catalogue of 10^5 items.
  */
-export class ItemStore {
+export class ItemStore implements StateLookup {
   readonly #journal: JournalWriter;
-  readonly #states: Map<string, ItemState>;
+  readonly #table: ItemTable;
   readonly #onFailure: ((error: unknown) => void) | undefined;
   readonly #interner: Interner;
-  /** Items planned in this run (journal items of other manifests or shards are not counted). */
-  readonly #planned = new Set<ItemState>();
+  /** Items taken out by {@link plan} and not yet released: the flow holds these objects. */
+  readonly #open = new Map<string, ItemState>();
   readonly #phases = new Map<Phase, number>();
 
-  constructor(journal: JournalWriter, states: Map<string, ItemState>, options: ItemStoreOptions = {}) {
+  constructor(journal: JournalWriter, table: ItemTable, options: ItemStoreOptions = {}) {
     this.#journal = journal;
-    this.#states = states;
+    this.#table = table;
     this.#onFailure = options.onFailure;
     this.#interner = options.interner ?? new Interner();
   }
 
-  /** The item's state, if the journal knows it. */
+  /** The item's state, if the journal knows it (the flow's own object while the item is in flight). */
   get(id: string): ItemState | undefined {
-    return this.#states.get(id);
+    return this.#open.get(id) ?? this.#table.get(id);
+  }
+
+  /** Every item id the journal knows, in first-seen order. */
+  keys(): Iterable<string> {
+    return this.#table.keys();
   }
 
   /** How many items planned in this run stand in `phase` now. */
@@ -49,13 +60,20 @@ export class ItemStore {
     return this.#phases.get(phase) ?? 0;
   }
 
+  /** Items in flight (planned and not released): a window, whatever the catalogue's size. */
+  get open(): number {
+    return this.#open.size;
+  }
+
   /**
-   * Records the item as planned: a new `item` record when the item is new or its fingerprint changed
-   * (which starts it afresh), or when its image path or source identity moved; nothing otherwise.
+   * Records the item as planned and takes it out for the flow: a new `item` record when the item is
+   * new or its fingerprint changed (which starts it afresh), or when its image path or source
+   * identity moved; nothing otherwise. The returned object is updated by every {@link record} of
+   * the item until it is {@link release}d.
    */
   async plan(identity: ItemIdentity): Promise<ItemState> {
     const record = internItem({ t: 'item', ...identity }, this.#interner);
-    const known = this.#states.get(record.id);
+    const known = this.get(record.id);
     let state: ItemState;
     if (known && known.fp === record.fp) {
       const same = known.image === record.image && JSON.stringify(known.src) === JSON.stringify(record.src);
@@ -67,36 +85,48 @@ export class ItemStore {
       state = known;
     } else {
       await this.#append(record, false);
-      const fresh = newItemState(record);
       this.#count(known, -1);
-      // Keep first-seen order in the Map, as a replay does.
-      if (known) Object.assign(known, fresh);
-      else this.#states.set(record.id, fresh);
-      state = known ?? fresh;
-      this.#count(known, +1);
+      state = this.#open.get(record.id) ?? newItemState(record);
+      // The same object when the item is already open: whoever holds it sees the fresh start.
+      Object.assign(state, newItemState(record));
+      this.#count(state, +1);
     }
-    if (!this.#planned.has(state)) {
-      this.#planned.add(state);
+    // A known id keeps its first-seen place, as a replay keeps it.
+    this.#table.set(state);
+    this.#open.set(state.id, state);
+    if (!this.#table.marked(state.id)) {
+      this.#table.mark(state.id);
       this.#count(state, +1);
     }
     return state;
   }
 
   /**
-   * Appends a record about a planned item and applies it. With `sync`, resolves only once the record
-   * is on disk (before a POST leaves, after a 202, after a download).
+   * Appends a record about an item and applies it. With `sync`, resolves only once the record is on
+   * disk (before a POST leaves, after a 202, after a download).
    */
   async record(record: Exclude<ItemRecord, { t: 'item' }>, options: { sync?: boolean } = {}): Promise<void> {
     await this.#append(record, options.sync ?? false);
-    const state = this.#states.get(record.id);
+    const open = this.#open.get(record.id);
+    const state = open ?? this.#table.get(record.id);
     if (!state) return;
     this.#count(state, -1);
     applyRecord(state, record);
     this.#count(state, +1);
+    if (!open) this.#table.set(state);
+  }
+
+  /** Puts an item back into the table: the flow is done with it for this run. */
+  release(state: ItemState): void {
+    if (this.#open.get(state.id) !== state) return;
+    this.#table.set(state);
+    this.#open.delete(state.id);
   }
 
   #count(state: ItemState | undefined, delta: 1 | -1): void {
-    if (state && this.#planned.has(state)) this.#phases.set(state.phase, this.count(state.phase) + delta);
+    if (state && this.#table.marked(state.id)) {
+      this.#phases.set(state.phase, this.count(state.phase) + delta);
+    }
   }
 
   async #append(record: ItemRecord, sync: boolean): Promise<void> {

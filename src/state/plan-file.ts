@@ -9,8 +9,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { StateError } from '../errors.js';
 import { AtomicFile } from '../util/fs.js';
-import type { StateLookup } from './compact-fold.js';
 import type { JournalRecord } from './records.js';
+import type { StateLookup } from './table.js';
 
 /** Name of the plan file in the output folder. */
 export const PLAN_FILE = 'plan.jsonl';
@@ -49,6 +49,12 @@ export class PlanLines implements Iterable<string> {
   *[Symbol.iterator](): Iterator<string> {
     yield* this.#chunks;
     if (this.#current) yield this.#current;
+  }
+
+  /** Drops the lines once written (the run goes on for hours; they need not). */
+  clear(): void {
+    this.#chunks.length = 0;
+    this.#current = '';
   }
 }
 

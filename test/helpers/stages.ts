@@ -20,6 +20,7 @@ import { ItemStore } from '../../src/state/items.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import type { ItemState } from '../../src/state/state.js';
+import { ItemTable } from '../../src/state/table.js';
 import type { Item } from '../../src/types.js';
 import { coalescedFsyncDir } from '../../src/util/fs.js';
 import { createRunLogger } from '../../src/util/logger.js';
@@ -64,7 +65,7 @@ export async function stageWorld(options: StageWorldOptions = {}): Promise<Stage
   const journalFile = tmp.file('journal.jsonl');
   const journal = await JournalWriter.open(journalFile);
   const failures: unknown[] = [];
-  const store = new ItemStore(journal, new Map(), { onFailure: (error) => failures.push(error) });
+  const store = new ItemStore(journal, new ItemTable(), { onFailure: (error) => failures.push(error) });
   const lines: string[] = [];
   const logger = createRunLogger({
     stream: { write: (line) => lines.push(line) },

@@ -45,7 +45,12 @@ describe('PollScheduler', () => {
     const instant = new PollScheduler(2000, c.now);
     learn(instant, c, [0, 0, 0, 5]);
     instant.accepted('z');
-    expect(instant.firstDelay('z')).toBe(100);
+    expect(instant.firstDelay('z')).toBe(5);
+    // Jobs that end at once are polled at once: waiting would hold their slots for nothing.
+    const atOnce = new PollScheduler(2000, c.now);
+    learn(atOnce, c, [0, 0, 0]);
+    atOnce.accepted('w');
+    expect(atOnce.firstDelay('w')).toBe(0);
   });
 
   it('never lets two polls of one job come within the floor, whatever delay is asked', async () => {

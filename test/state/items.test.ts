@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
 import { type ItemIdentity, ItemStore } from '../../src/state/items.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
-import { foldJournal, type ItemState } from '../../src/state/state.js';
+import { foldJournal } from '../../src/state/state.js';
+import { ItemTable } from '../../src/state/table.js';
 import { useTempDir } from '../helpers/tmp.js';
 
 const tmp = useTempDir('kb-items-');
@@ -17,7 +18,7 @@ const identity = (id: string, fp = 'fp1', image = `${id}.jpg`): ItemIdentity => 
   src: null,
 });
 
-async function open(states = new Map<string, ItemState>()) {
+async function open(states = new ItemTable()) {
   const file = tmp.file('journal.jsonl');
   const journal = await JournalWriter.open(file);
   const failures: unknown[] = [];
@@ -70,7 +71,15 @@ describe('ItemStore: every change journaled and applied in one call', () => {
     expect(b2).toMatchObject({ fp: 'fp2', phase: 'new', submissions: 0 });
     const replayed = foldJournal((await readJournal(file)).records);
     expect([...replayed.keys()]).toEqual(['a', 'b']);
-    expect(replayed).toEqual(states);
+    const live = () => new Map([...store.keys()].map((id) => [id, store.get(id)]));
+    // In flight the flow's objects are the state; released, the packed table is.
+    expect(store.open).toBe(2);
+    expect(live()).toEqual(replayed);
+    store.release(a);
+    store.release(b2);
+    expect(store.open).toBe(0);
+    expect(live()).toEqual(replayed);
+    expect(new Map([...states.values()].map((s) => [s.id, s]))).toEqual(replayed);
   });
 
   it('records an item only when it is new, changed, or its image/source moved', async () => {

@@ -3,7 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
 import { reportItem } from '../../src/report/build.js';
 import { compactRecords, shouldCompact } from '../../src/state/compact.js';
-import { CompactFold } from '../../src/state/compact-fold.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import { foldJournal, JournalFold } from '../../src/state/state.js';
@@ -140,10 +139,25 @@ describe('journal', () => {
     expect(compacted.length).toBeLessThanOrEqual(records.length);
     const again = new JournalFold();
     for (const record of compacted) again.add(record);
-    expect(again.states).toEqual(fold.states);
+    expect([...again.states.values()]).toEqual([...fold.states.values()]);
     expect(again.last).toEqual(fold.last);
     expect(shouldCompact(10, 10)).toBe(false);
     expect(shouldCompact(50_000, 1000)).toBe(true);
+  });
+
+  it('an item whose records lie far apart (more items in between than the fold keeps unpacked) folds the same', () => {
+    const n = 3000;
+    const ids = Array.from({ length: n }, (_, i) => `k${i}`);
+    const fold = new JournalFold();
+    // Phase by phase over the whole catalogue: every item leaves the fold's window between its records.
+    for (const id of ids) fold.add(item(id));
+    for (const id of ids) fold.add({ t: 'submitting', id, fp: 'fp1', at: '' });
+    for (const id of ids) fold.add({ t: 'accepted', id, fp: 'fp1', job_id: `j-${id}`, at: '' });
+    for (const id of ids.slice(0, 10)) fold.add(item(id, 'fp2'));
+    const states = [...fold.states.values()];
+    expect(states.map((s) => s.id)).toEqual(ids);
+    expect(states[5]).toMatchObject({ fp: 'fp2', phase: 'new', jobId: null, submissions: 0 });
+    expect(states[2999]).toMatchObject({ fp: 'fp1', phase: 'accepted', jobId: 'j-k2999', submissions: 1 });
   });
 
   it('appends with group commit and reads back; a torn last line is cut with a report, not a crash', async () => {
@@ -162,7 +176,7 @@ describe('journal', () => {
     expect((await readJournal(file)).records).toHaveLength(sampleRecords().length + 1);
   });
 
-  it('the compact fold of `report` gives every item the same report row as the full fold', () => {
+  it('the lean fold of `report` gives every item the same report row as the full fold', () => {
     const records: JournalRecord[] = [
       ...sampleRecords(),
       // An output under another name than results/<id>.<ext> (a merged or older report).
@@ -191,16 +205,18 @@ describe('journal', () => {
       },
     ];
     const full = new JournalFold();
-    const compact = new CompactFold();
+    const compact = new JournalFold({ lean: true });
     for (const record of records) {
       full.add(record);
       compact.add(record);
     }
-    expect([...compact.keys()]).toEqual([...full.states.keys()]);
-    for (const [id, state] of full.states)
-      expect(reportItem(compact.get(id)!), id).toEqual(reportItem(state));
+    expect([...compact.states.keys()]).toEqual([...full.states.keys()]);
+    for (const state of full.states.values())
+      expect(reportItem(compact.states.get(state.id)!), state.id).toEqual(reportItem(state));
     expect(compact.last).toEqual(full.last);
-    expect(compact.get('nope')).toBeUndefined();
+    expect(compact.states.get('nope')).toBeUndefined();
+    // Lean: nothing a report does not show.
+    expect(compact.states.get('succ')).toMatchObject({ imageUrl: null, src: null });
   });
 
   it('group commit: records appended together share one fsync, and each sync append waits for its own', async () => {
