@@ -24,7 +24,9 @@ Options of run (and plan where they apply):
   --job-timeout SECONDS   a job not ended by then is incomplete/job_timeout (default 1800)
   --max-submissions N     submit at most N new jobs in this run (cost guard)
   --shard K/N             run only part K of N (1-based) of the items
-  --strip-metadata        strip EXIF/GPS also from images sent unchanged
+  --keep-metadata         send images the service takes as they are: EXIF/GPS, orientation tag
+                          and colour profile kept (default: upright 8-bit sRGB, no metadata)
+  --strip-metadata        (the default now; accepted for old scripts)
   --max-side PX           longest side of an uploaded image (default 4096)
   --verify                hash every finished result on resume (default: size and mtime)
   --log-level LEVEL       run.log level: fatal|error|warn|info|debug|trace|silent (default info)

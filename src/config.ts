@@ -68,6 +68,7 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'limits.shard': '--shard',
   'preflight.maxSide': '--max-side',
   'preflight.stripMetadata': '--strip-metadata',
+  'preflight.keepMetadata': '--keep-metadata',
   'resume.retryFailed': '--retry-failed',
   'resume.retryAmbiguous': '--retry-ambiguous',
   'resume.verify': '--verify',
@@ -109,6 +110,7 @@ export interface RunFlagValues {
   shard?: string | undefined;
   'max-submissions'?: string | undefined;
   'strip-metadata'?: boolean | undefined;
+  'keep-metadata'?: boolean | undefined;
   'max-side'?: string | undefined;
   verify?: boolean | undefined;
 }
@@ -132,6 +134,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
     preflight: defined({
       maxSide: intFlag('max-side', values['max-side']),
       stripMetadata: values['strip-metadata'],
+      keepMetadata: values['keep-metadata'],
     }),
     resume: defined({
       retryFailed: values['retry-failed'],

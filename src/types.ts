@@ -70,6 +70,11 @@ export interface ReportItem {
   processing_time_ms: number | null;
   submissions: number;
   error: ItemError | null;
+  /**
+   * What preflight did to the upload, in words (`rotated 90°`, `CMYK → sRGB`, `metadata removed`,
+   * `resized 6000×4000 → 4096×2731`); empty when it went up as it is or preflight did not run.
+   */
+  preflight: string[];
 }
 
 /** report.json `run.totals` (contract). */

@@ -69,7 +69,7 @@ async function mergeCommand(
   const parts = dirs.map((dir) => path.resolve(deps.cwd, dir));
   const infos: RunInfo[] = [];
   for (const part of parts) infos.push(await readRunInfo(await runFolder(part)));
-  const owners = new IdIndex<number>();
+  const owners = new IdIndex();
   let checked = false;
   const rows = async function* (): AsyncGenerator<ReportItem> {
     for (const [index, dir] of parts.entries()) {
@@ -94,12 +94,7 @@ async function mergeCommand(
 }
 
 /** An item in two parts means they are not disjoint shards: refused, naming both folders. */
-async function checkDisjoint(
-  owners: IdIndex<number>,
-  id: string,
-  part: number,
-  parts: string[],
-): Promise<void> {
+async function checkDisjoint(owners: IdIndex, id: string, part: number, parts: string[]): Promise<void> {
   const earlier = owners.get(id);
   if (earlier !== undefined) {
     // The index keys ids by a 48-bit hash: a match is confirmed against the earlier part's plan.

@@ -20,6 +20,7 @@ export const RUN_FLAGS = {
   shard: { type: 'string' },
   'max-submissions': { type: 'string' },
   'strip-metadata': { type: 'boolean' },
+  'keep-metadata': { type: 'boolean' },
   'max-side': { type: 'string' },
   verify: { type: 'boolean' },
 } as const;

@@ -178,7 +178,10 @@ async function exists(file: string): Promise<boolean> {
  * The images a row's `image` names. For a glob, every matching file (sorted, so ids and order are
  * the same on every run); the id base is the file's name, prefixed `<id>-` when the row has an id.
  * We use the file name for every glob match, also when only one file matches, so that adding a
- * file to the folder later never renames the items already there (resume keys on the id).
+ * file to the folder later does not rename the items already there (resume keys on the id). Files
+ * of one glob that share a name but not the extension (`sku123.jpg`, `sku123.png`: a marketing
+ * folder) take the extension too (`sku123-jpg`, `sku123-png`; docs/contract.md#ids), since a glob
+ * row cannot give them ids of their own.
  */
 async function resolveImages(
   checked: CheckedRow,
@@ -205,10 +208,22 @@ async function resolveImages(
       notFound: `no file matches the glob ${JSON.stringify(spec)} (relative to ${ctx.dir})`,
     };
   }
+  // Case-insensitively: `K1.jpg` and `k1.png` name the same result file on macOS and Windows.
+  // Only the extension can tell such files apart: two `k1.jpg` in different folders stay a duplicate.
+  const counts = new Map<string, number>();
+  const count = (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
+  const key = (match: string) => stem(match).toLowerCase();
+  const withExt = (match: string) => `${key(match)}\0${path.extname(match).toLowerCase()}`;
+  for (const match of matches) {
+    count(key(match));
+    count(withExt(match));
+  }
   return {
     images: matches.map((match) => {
       const imagePath = path.resolve(ctx.dir, match);
-      const name = stem(match);
+      const shared = (counts.get(key(match)) ?? 0) > 1 && counts.get(withExt(match)) === 1;
+      const ext = path.extname(match).slice(1);
+      const name = shared && ext ? `${stem(match)}-${ext}` : stem(match);
       return {
         image: displayPath(ctx.dir, match, imagePath),
         imagePath,

@@ -53,14 +53,20 @@ async function* rowsOf(format: Format, absPath: string, file: string, warn: Warn
   else yield* await readJsonRows(absPath, file, warn);
 }
 
+/** Duplicates named in one manifest error; the rest are counted. */
+const DUPLICATES_SHOWN = 20;
+
 /**
  * Remembers every id seen, keyed case-insensitively: two ids that differ only in case name the
  * same result file on macOS's default file system, so they are duplicates too. It keeps a hash and
- * the line per id (a few tens of bytes), not the items: a repeat is confirmed, and named with both
- * rows, by reading the manifest again up to the first occurrence.
+ * the line per id (a few tens of bytes), not the items. Repeats are collected while the manifest is
+ * checked and confirmed at the end, by one more read up to the last of them, so that a single error
+ * names every duplicate with both rows and files.
  */
 class IdRegistry {
-  readonly #seen = new IdIndex<number>();
+  readonly #seen = new IdIndex();
+  /** Repeats by hash (candidates: see {@link IdIndex}), in manifest order. */
+  readonly #repeats: Array<{ key: string; firstLine: number; item: Item }> = [];
 
   constructor(private readonly manifest: { file: string; rows: () => AsyncGenerator<Item> }) {}
 
@@ -69,39 +75,61 @@ class IdRegistry {
     return this.#seen.get(id.toLowerCase()) !== undefined;
   }
 
-  async add(item: Item): Promise<void> {
+  add(item: Item): void {
     const key = item.id.toLowerCase();
     const line = this.#seen.get(key);
-    if (line !== undefined) {
-      const first = await this.#find(key, line);
-      if (first) throw this.#duplicate(first, item);
-    }
-    this.#seen.set(key, item.source.line);
+    if (line !== undefined) this.#repeats.push({ key, firstLine: line, item });
+    else this.#seen.set(key, item.source.line);
   }
 
-  /** The first item with this id (any case), at or before `line`; null when the hash matched another id. */
-  async #find(key: string, line: number): Promise<Item | null> {
+  /** Throws one ManifestError naming every duplicate id, if there are any. */
+  async check(): Promise<void> {
+    if (this.#repeats.length === 0) return;
+    const wanted = new Map(this.#repeats.map((r) => [r.key, r.firstLine]));
+    const last = Math.max(...this.#repeats.map((r) => r.firstLine));
+    const first = new Map<string, Item>();
     for await (const item of this.manifest.rows()) {
-      if (item.source.line > line) break;
-      if (item.id.toLowerCase() === key) return item;
+      if (item.source.line > last) break;
+      const key = item.id.toLowerCase();
+      if (wanted.has(key) && !first.has(key)) first.set(key, item);
     }
-    return null;
-  }
-
-  #duplicate(first: Item, item: Item): ManifestError {
-    const lines = `rows at lines ${first.source.line} and ${item.source.line}`;
-    const caseNote = first.id === item.id ? '' : ` (same as "${first.id}" when case is ignored)`;
-    // Two items of one row (a glob matching k1.jpg and k1.png) need their images to be told apart.
-    const images =
-      first.source.line === item.source.line || first.image !== item.image
-        ? `; images ${JSON.stringify(first.image)} and ${JSON.stringify(item.image)}`
-        : '';
-    return new ManifestError(
-      { file: this.manifest.file, line: item.source.line },
-      `duplicate item id "${item.id}"${caseNote}: ${lines}${images}; give one of them another id`,
+    const pairs = this.#repeats.flatMap((r) => {
+      const earlier = first.get(r.key);
+      // Another id with the same hash: not a duplicate.
+      return earlier && earlier.id.toLowerCase() === r.key ? [{ first: earlier, item: r.item }] : [];
+    });
+    if (pairs.length === 0) return;
+    const shown = pairs.slice(0, DUPLICATES_SHOWN).map(({ first, item }) => `  - ${describe(first, item)}`);
+    const more = pairs.length > DUPLICATES_SHOWN ? [`  - and ${pairs.length - DUPLICATES_SHOWN} more`] : [];
+    const head = pairs.length === 1 ? 'a duplicate item id' : `${pairs.length} duplicate item ids`;
+    throw new ManifestError(
+      { file: this.manifest.file, line: pairs[0]!.item.source.line },
+      `${head} (each id names one result file):\n${[...shown, ...more].join('\n')}`,
       { code: 'duplicate_id' },
     );
   }
+}
+
+/** One duplicate: the id, both rows and images, and the advice that fits how it came about. */
+function describe(first: Item, item: Item): string {
+  const caseNote = first.id === item.id ? '' : ` (same as "${first.id}" when case is ignored)`;
+  const where =
+    first.source.line === item.source.line
+      ? `line ${item.source.line}, images ${JSON.stringify(first.image)} and ${JSON.stringify(item.image)}`
+      : `lines ${first.source.line} and ${item.source.line}` +
+        (first.image === item.image
+          ? ''
+          : `, images ${JSON.stringify(first.image)} and ${JSON.stringify(item.image)}`);
+  let advice: string;
+  if (first.source.line !== item.source.line) {
+    advice = 'give one of the rows another id (the id column)';
+  } else if (path.posix.dirname(first.image) !== path.posix.dirname(item.image)) {
+    advice =
+      'files in different folders share a name: give each folder a row of its own with an id (used as a prefix)';
+  } else {
+    advice = 'the file names differ only in case: rename one of the files';
+  }
+  return `"${item.id}"${caseNote}: ${where}; ${advice}`;
 }
 
 /** Options of {@link openManifest}. */
@@ -163,11 +191,12 @@ export async function openManifest(file: string, options: OpenManifestOptions = 
     warnings.push(`${formatPosition(line === undefined ? { file } : { file, line })}: ${message}`);
   };
   for await (const item of expanded(warn, () => rows++)) {
-    await ids.add(item);
+    ids.add(item);
     if (!keep(item)) continue;
     count++;
     options.onItem?.(item);
   }
+  await ids.check();
   if (rows === 0) warn('the manifest has no rows; nothing to do');
   return {
     file,

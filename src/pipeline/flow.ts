@@ -180,6 +180,7 @@ export class Flow {
       module: item.module,
       style: item.style ?? null,
       src: decision.src,
+      ...(decision.preflight?.ok ? { preflight: decision.preflight.steps } : {}),
     });
     switch (decision.action) {
       case 'reject':

@@ -31,7 +31,12 @@ export interface ServiceOptions {
 
 /** How images are prepared before upload. */
 export interface PreflightRunOptions {
-  /** Strip EXIF/GPS from images that would otherwise go up unchanged. @default false */
+  /**
+   * Send images the service takes as they are, with their metadata (GPS included), orientation tag
+   * and colour profile, instead of normalised uploads (docs/contract.md#preflight). @default false
+   */
+  keepMetadata?: boolean;
+  /** @deprecated Removing metadata is the default; `true` changes nothing and contradicts `keepMetadata`. */
   stripMetadata?: boolean;
   /** Longest side of an uploaded image, px (64..16384). @default 4096 */
   maxSide?: number;
@@ -117,7 +122,7 @@ export interface ResolvedRunOptions {
   manifestDir: string;
   service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
     Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
-  preflight: Required<PreflightRunOptions>;
+  preflight: Required<Omit<PreflightRunOptions, 'stripMetadata'>>;
   limits: { concurrency: number; maxSubmissions: number | null; jobTimeoutMs: number; shard: Shard | null };
   resume: Required<ResumeOptions>;
   timing: Required<TimingOptions>;
@@ -225,7 +230,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     outDir: input.out === undefined ? defaultOutDir(cwd, manifest) : path.resolve(cwd, input.out),
     manifestDir: path.dirname(path.resolve(cwd, manifest)),
     preflight: {
-      stripMetadata: flag(label('preflight.stripMetadata'), preflight.stripMetadata, false),
+      keepMetadata: keepMetadata(preflight, label),
       maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, { min: 64, max: 16_384 }, 4096),
     },
     limits: {
@@ -263,4 +268,17 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     },
     onEvent: input.onEvent ?? (() => {}),
   };
+}
+
+/** `keepMetadata`, refusing the old `stripMetadata: true` beside it (they say opposite things). */
+function keepMetadata(preflight: PreflightRunOptions, label: (option: string) => string): boolean {
+  const keep = flag(label('preflight.keepMetadata'), preflight.keepMetadata, false);
+  if (flag(label('preflight.stripMetadata'), preflight.stripMetadata, false) && keep) {
+    throw new OptionError(
+      label('preflight.stripMetadata'),
+      `not together with ${label('preflight.keepMetadata')} (removing metadata is the default)`,
+      true,
+    );
+  }
+  return keep;
 }

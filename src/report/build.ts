@@ -42,6 +42,7 @@ export function reportItem(state: ItemState): ReportItem {
     processing_time_ms: state.processingTimeMs,
     submissions: state.submissions,
     error,
+    preflight: state.preflight ?? [],
   });
   switch (state.phase) {
     case 'downloaded':
@@ -69,6 +70,7 @@ export function unplannedItem(entry: PlanEntry): ReportItem {
     processing_time_ms: null,
     submissions: 0,
     error: UNFINISHED.new!,
+    preflight: [],
   };
 }
 

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
+import { normalisation } from '../pipeline/preflight/analyse.js';
 import { sniff } from '../pipeline/preflight/sniff.js';
 import type { ReportItem } from '../types.js';
 import { safeId } from '../util/ids.js';
@@ -51,7 +52,7 @@ export async function ensureThumbnail(job: ThumbJob, size: number): Promise<Thum
   if (source.size <= SMALL_BYTES) {
     const bytes = await readFile(job.source).catch(() => null);
     const ext = bytes ? thumbnailSized(bytes, size) : null;
-    if (bytes && ext) {
+    if (bytes && ext && (await shownAsUploaded(bytes))) {
       copy = bytes;
       dest = job.dest.replace(/\.webp$/, `.${ext}`);
     }
@@ -80,6 +81,18 @@ export async function ensureThumbnail(job: ThumbJob, size: number): Promise<Thum
     await rm(tmp, { force: true }).catch(() => {});
     return { state: 'failed', file: dest };
   }
+}
+
+/**
+ * Whether a browser shows these bytes as they were uploaded: upright without an orientation tag,
+ * 8-bit sRGB, one frame. A tagged, CMYK, wide-gamut or 16-bit image is drawn (turned, converted)
+ * like the upload instead, so the before/after pair match.
+ */
+async function shownAsUploaded(bytes: Buffer): Promise<boolean> {
+  const meta = await sharp(bytes)
+    .metadata()
+    .catch(() => null);
+  return meta !== null && normalisation(meta, false).every((step) => step === 'metadata removed');
 }
 
 /**

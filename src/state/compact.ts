@@ -39,7 +39,16 @@ export async function writeCompactJournal(
 function recordsFor(s: ItemState): ItemRecord[] {
   const { id, fp } = s;
   const records: ItemRecord[] = [
-    { t: 'item', id, fp, image: s.image, module: s.module, style: s.style, src: s.src },
+    {
+      t: 'item',
+      id,
+      fp,
+      image: s.image,
+      module: s.module,
+      style: s.style,
+      src: s.src,
+      ...(s.preflight ? { preflight: s.preflight } : {}),
+    },
   ];
   const submitting = (n: number) => {
     for (let i = 0; i < n; i++) records.push({ t: 'submitting', id, fp, at: '' });

@@ -76,11 +76,17 @@ export class ItemStore implements StateLookup {
     const known = this.get(record.id);
     let state: ItemState;
     if (known && known.fp === record.fp) {
-      const same = known.image === record.image && JSON.stringify(known.src) === JSON.stringify(record.src);
+      // Preflight steps are known only when preflight ran (not on a rerun that trusts the source).
+      const preflight = record.preflight ?? known.preflight;
+      const same =
+        known.image === record.image &&
+        JSON.stringify(known.src) === JSON.stringify(record.src) &&
+        JSON.stringify(known.preflight) === JSON.stringify(preflight);
       if (!same) {
-        await this.#append(record, false);
+        await this.#append(preflight ? { ...record, preflight } : record, false);
         known.image = record.image;
         known.src = record.src;
+        known.preflight = preflight;
       }
       state = known;
     } else {

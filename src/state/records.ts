@@ -27,6 +27,8 @@ export type JournalRecord =
       style: string | null;
       /** Source file identity, so a rerun can trust the hash without reading the file again. */
       src: SourceIdentity;
+      /** What preflight did to the upload (report.json's `preflight`); absent when it did not run. */
+      preflight?: string[];
     }
   /** Validation or preflight refused the item. */
   | { t: 'rejected'; id: string; fp: string; error: ItemError }

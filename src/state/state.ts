@@ -40,6 +40,8 @@ export interface ItemState {
   submissions: number;
   /** Why the item is failed, rejected or incomplete. */
   error: ItemError | null;
+  /** What preflight did to the upload (`rotated 90°`, `CMYK → sRGB`, …); null before it ran. */
+  preflight: string[] | null;
 }
 
 /** A fresh state for an item planned with fingerprint `fp`. */
@@ -61,6 +63,7 @@ export function newItemState(record: Extract<JournalRecord, { t: 'item' }>): Ite
     mtimeMs: null,
     submissions: 0,
     error: null,
+    preflight: record.preflight ?? null,
   };
 }
 
@@ -191,6 +194,7 @@ export class JournalFold {
       if (known && known.fp === item.fp) {
         known.image = item.image;
         known.src = item.src;
+        if (item.preflight) known.preflight = item.preflight;
       } else if (known) {
         Object.assign(known, newItemState(item));
       } else {

@@ -78,7 +78,10 @@ export class ItemTable implements StateLookup {
   /** Job id and result URL (not lean): offset + 1 into {@link #text}, 0 for null. */
   #jobId = new Uint32Array(0);
   #imageUrl = new Uint32Array(0);
+  /** Preflight steps: a number into {@link #steps} (one list per image, whatever its styles). */
+  #preflight = new Uint32Array(0);
   readonly #strings = new ValuePool<string>();
+  readonly #steps = new ValuePool<string[]>();
   readonly #sources = new ValuePool<NonNullable<SourceIdentity>>();
   readonly #text = new TextArena();
   /** Errors are few (failed, rejected and unfinished items): kept by slot. */
@@ -179,6 +182,7 @@ export class ItemTable implements StateLookup {
     this.#module[slot] = this.#strings.put(s.module, s.module);
     this.#style[slot] = this.#strings.put(s.style, s.style ?? '');
     this.#jobId[slot] = this.#putText(this.#jobId[slot]!, s.jobId);
+    this.#preflight[slot] = this.#steps.put(s.preflight, s.preflight?.join('\n') ?? '');
     const n = slot * this.#numberStride;
     this.#numbers[n] = s.processingTimeMs ?? Number.NaN;
     if (this.#lean) return;
@@ -234,6 +238,7 @@ export class ItemTable implements StateLookup {
       mtimeMs: number(2),
       submissions: this.#submissions[slot]!,
       error: this.#errors.get(slot) ?? null,
+      preflight: this.#steps.get(this.#preflight[slot]!),
     };
   }
 
@@ -259,6 +264,7 @@ export class ItemTable implements StateLookup {
     this.#module = grown(this.#module, capacity);
     this.#style = grown(this.#style, capacity);
     this.#jobId = grown(this.#jobId, capacity);
+    this.#preflight = grown(this.#preflight, capacity);
     if (!this.#lean) {
       this.#src = grown(this.#src, capacity);
       this.#imageUrl = grown(this.#imageUrl, capacity);

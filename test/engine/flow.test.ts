@@ -38,6 +38,7 @@ describe('run: the main flow against the sandbox', () => {
       'processing_time_ms',
       'submissions',
       'error',
+      'preflight',
     ]);
     for (const item of report.items) {
       const file = path.join(ws.out, item.output!);

@@ -98,18 +98,20 @@ describe('ids', () => {
   });
 });
 
-describe('duplicate ids (manifest error naming both rows)', () => {
+describe('duplicate ids (one manifest error naming every duplicate with both rows)', () => {
   it('exact duplicates', async () => {
     await tmp.write('m.csv', 'id,image,style\nk1,a.jpg,modern\nk2,b.jpg,modern\n\nk1,c.jpg,rustic|modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
-    expect(error.message).toMatch(/^m\.csv:5: duplicate item id "k1__modern": rows at lines 2 and 5/);
+    expect(error.message).toMatch(
+      /^m\.csv:5: a duplicate item id .*\n {2}- "k1__modern": lines 2 and 5, images "a.jpg" and "c.jpg"; give one of the rows another id \(the id column\)$/,
+    );
     expect(error.code).toBe('duplicate_id');
   });
 
   it('the same id after sanitising', async () => {
     await tmp.write('m.csv', 'id,image,style\nk 1,a.jpg,modern\nk/1,b.jpg,modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
-    expect(error.message).toMatch(/^m\.csv:3: duplicate item id "k-1__modern": rows at lines 2 and 3/);
+    expect(error.message).toMatch(/^m\.csv:3: a duplicate item id .*\n {2}- "k-1__modern": lines 2 and 3/);
   });
 
   it('ids that differ only in case (one file on macOS)', async () => {
@@ -119,21 +121,49 @@ describe('duplicate ids (manifest error naming both rows)', () => {
     );
     const error = await manifestError(readManifest('m.jsonl', { cwd: tmp.dir }));
     expect(error.message).toMatch(
-      /^m\.jsonl:3: duplicate item id "k1__modern" \(same as "K1__modern" when case is ignored\): rows at lines 1 and 3/,
+      /^m\.jsonl:3: a duplicate item id .*\n {2}- "k1__modern" \(same as "K1__modern" when case is ignored\): lines 1 and 3/,
     );
   });
 
-  it('two glob matches of one row with the same name name both images', async () => {
-    await touch(tmp, 'imgs/k1.jpg', 'imgs/k1.png');
-    await tmp.write('m.csv', 'image,style\nimgs/k1.*,modern\n');
+  it('files of one glob that share a stem take the extension into their ids (a glob row cannot name them)', async () => {
+    await touch(tmp, 'imgs/k1.jpg', 'imgs/k1.png', 'imgs/K2.webp', 'imgs/k2.jpg', 'imgs/k3.jpg');
+    await tmp.write('m.csv', 'image,style\nimgs/*,modern\n');
+    const { items } = await readManifest('m.csv', { cwd: tmp.dir });
+    expect(items.map((i) => [i.id, i.image])).toEqual([
+      ['K2-webp__modern', 'imgs/K2.webp'],
+      ['k1-jpg__modern', 'imgs/k1.jpg'],
+      ['k1-png__modern', 'imgs/k1.png'],
+      ['k2-jpg__modern', 'imgs/k2.jpg'],
+      ['k3__modern', 'imgs/k3.jpg'],
+    ]);
+  });
+
+  it('every duplicate is named at once, each with the advice that fits it', async () => {
+    await touch(tmp, 'a/k1.jpg', 'b/k1.jpg', 'a/k2.jpg', 'b/k2.jpg', 'x.jpg');
+    await tmp.write('m.csv', 'id,image,style\n,*/*.jpg,modern\nx,x.jpg,modern\nx,x.jpg,modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
-    expect(error.message).toMatch(/rows at lines 2 and 2; images "imgs\/k1.jpg" and "imgs\/k1.png"/);
+    expect(error.message.split('\n')).toEqual([
+      'm.csv:2: 3 duplicate item ids (each id names one result file):',
+      '  - "k1__modern": line 2, images "a/k1.jpg" and "b/k1.jpg"; files in different folders share a name: give each folder a row of its own with an id (used as a prefix)',
+      '  - "k2__modern": line 2, images "a/k2.jpg" and "b/k2.jpg"; files in different folders share a name: give each folder a row of its own with an id (used as a prefix)',
+      '  - "x__modern": lines 3 and 4; give one of the rows another id (the id column)',
+    ]);
+  });
+
+  it('a long list of duplicates is cut after 20, with the count of the rest', async () => {
+    const rows = Array.from({ length: 30 }, (_, i) => `d${i},a.jpg,modern\nd${i},a.jpg,modern`);
+    await tmp.write('m.csv', `id,image,style\n${rows.join('\n')}\n`);
+    const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
+    const lines = error.message.split('\n');
+    expect(lines[0]).toContain('30 duplicate item ids');
+    expect(lines).toHaveLength(22);
+    expect(lines[21]).toBe('  - and 10 more');
   });
 
   it('rejected items take part too', async () => {
     await tmp.write('m.csv', 'id,image,module,style\nk1,a.jpg,bogus,modern\nk1,b.jpg,,modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
-    expect(error.message).toMatch(/duplicate item id "k1__modern": rows at lines 2 and 3/);
+    expect(error.message).toMatch(/"k1__modern": lines 2 and 3/);
   });
 
   it('the same image with different styles is not a duplicate; a style listed twice is used once', async () => {

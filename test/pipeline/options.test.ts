@@ -26,7 +26,7 @@ describe('run options: defaults and checks in one place', () => {
       outDir: '/work/output/nightly',
       manifestDir: '/work/manifests',
       service: { baseUrl: 'https://api.example.com', apiKey: 'sk_test', unreachableMs: 120_000 },
-      preflight: { stripMetadata: false, maxSide: 4096 },
+      preflight: { keepMetadata: false, maxSide: 4096 },
       limits: { concurrency: 8, maxSubmissions: null, jobTimeoutMs: 1_800_000, shard: null },
       resume: { retryFailed: false, retryAmbiguous: false, verify: false },
       timing: { graceMs: 5000, reportIntervalMs: 30_000, progressIntervalMs: 1000 },
@@ -95,6 +95,14 @@ describe('run options: defaults and checks in one place', () => {
       /^--log-level: expected one of/,
     );
     expect(() => resolvePlanOptions(input({ 'max-side': '9' }), flagLabel)).toThrow(/^--max-side: expected/);
+    // Removing metadata is the default: the old flag is accepted, but not beside its opposite.
+    expect(resolvePlanOptions(input({ 'strip-metadata': true }), flagLabel).preflight.keepMetadata).toBe(
+      false,
+    );
+    expect(resolvePlanOptions(input({ 'keep-metadata': true }), flagLabel).preflight.keepMetadata).toBe(true);
+    expect(() =>
+      resolvePlanOptions(input({ 'strip-metadata': true, 'keep-metadata': true }), flagLabel),
+    ).toThrow(/^--strip-metadata: expected not together with --keep-metadata/);
     // Flags that are not even numbers are refused while they are read.
     expect(() => input({ 'max-submissions': 'lots' })).toThrow(
       /^--max-submissions: expected a whole number, got "lots"$/,

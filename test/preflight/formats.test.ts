@@ -48,7 +48,7 @@ describe('conversion of formats the service does not accept', () => {
     const meta = await sharp(result.path).metadata();
     expect(meta.format).toBe('jpeg');
     expect(meta.size ?? (await readFile(result.path)).length).toBe(result.prepared.bytes);
-    expect(describePreflight(result)).toMatch(/^converted from TIFF to JPEG, 640×480 \//);
+    expect(describePreflight(result)).toMatch(/^TIFF → JPEG: JPEG 640×480, /);
   });
 
   it('animated GIF → its first frame', async () => {
@@ -99,9 +99,10 @@ describe('conversion of formats the service does not accept', () => {
   });
 });
 
-describe('stripMetadata on images that could pass as they are', () => {
+describe('metadata on images that could pass as they are: removed by default, kept with keepMetadata', () => {
   it('re-encodes a JPEG carrying GPS without it, and leaves a clean one as-is', async () => {
-    const strip = createPreflighter({ cacheDir: env.tmp.file('cache-strip'), stripMetadata: true });
+    const strip = env.pre;
+    const keep = createPreflighter({ cacheDir: env.tmp.file('cache-keep'), keepMetadata: true });
     const dirty = await env.tmp.write(
       'gps.jpg',
       await photo(400, 300)
@@ -113,17 +114,17 @@ describe('stripMetadata on images that could pass as they are', () => {
     const dirtyResult = ok(await strip.prepare(dirty));
     expect(dirtyResult.action).toBe('converted');
     expect(dirtyResult.path).not.toBe(dirty);
-    expect(dirtyResult.note).toMatch(/metadata removed/);
+    expect(dirtyResult.steps).toEqual(['metadata removed']);
     const meta = await sharp(dirtyResult.path).metadata();
     expect(meta.exif).toBeUndefined();
     expect(meta).toMatchObject({ format: 'jpeg', width: 400, height: 300 });
     expect(ok(await strip.prepare(clean))).toMatchObject({ action: 'as-is', path: clean });
-    // Without the option the same GPS-carrying file goes as-is.
-    expect(ok(await env.pre.prepare(dirty))).toMatchObject({ action: 'as-is', path: dirty });
+    // keepMetadata sends the same GPS-carrying file as it is.
+    expect(ok(await keep.prepare(dirty))).toMatchObject({ action: 'as-is', path: dirty, steps: [] });
   });
 
   it('re-encodes a PNG with text chunks losslessly', async () => {
-    const strip = createPreflighter({ cacheDir: env.tmp.file('cache-strip'), stripMetadata: true });
+    const strip = env.pre;
     const source = await photo(200, 100)
       .png()
       .withExif({ IFD0: { Copyright: 'someone' } })

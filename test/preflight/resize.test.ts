@@ -31,7 +31,7 @@ describe('images over a limit', () => {
     expect(result.original).toMatchObject({ width: 6000, height: 3000 });
     expect(result.prepared).toMatchObject({ format: 'jpeg', width: 4096, height: 2048 });
     expect(result.filename).toBe('wide.jpg');
-    expect(describePreflight(result)).toMatch(/^resized from 6000×3000 \/ .* to 4096×2048 \//);
+    expect(describePreflight(result)).toMatch(/^resized 6000×3000 → 4096×2048: JPEG 4096×2048, /);
   });
 
   it('turns an EXIF-orientation-6 photo upright while shrinking it', async () => {

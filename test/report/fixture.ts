@@ -108,6 +108,7 @@ function item(partial: Partial<ReportItem> & Pick<ReportItem, 'id' | 'image' | '
     processing_time_ms: null,
     submissions: 0,
     error: null,
+    preflight: [],
     ...partial,
   };
 }

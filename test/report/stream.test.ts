@@ -26,6 +26,7 @@ function row(i: number): ReportItem {
     error: failed
       ? { code: 'not_a_kitchen', message: 'The photo shows "a bathroom",\nnot a kitchen.' }
       : null,
+    preflight: i % 3 === 0 ? ['rotated 90°', 'metadata removed'] : [],
   };
 }
 

@@ -19,6 +19,7 @@ const full = (id: string, over: Partial<ItemState> = {}): ItemState => ({
   mtimeMs: 1700000001000.25,
   submissions: 2,
   error: null,
+  preflight: ['rotated 90°', 'metadata removed'],
   ...over,
 });
 
@@ -31,10 +32,11 @@ describe('ItemTable: item states packed in columns', () => {
       full('c', { phase: 'rejected', error: { code: 'corrupt_image', message: 'cut short' }, jobId: null }),
       // A fingerprint, hash or output this tool never writes is kept as it is.
       full('d', { fp: 'not-hex', sha256: 'h', output: 'results/elsewhere/d.webp', style: null }),
-      full('e', { phase: 'new', processingTimeMs: null, submissions: 0, src: null }),
+      full('e', { phase: 'new', processingTimeMs: null, submissions: 0, src: null, preflight: null }),
+      full('f', { preflight: [] }),
     ];
     for (const state of states) table.set(state);
-    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
     expect([...table.values()]).toEqual(states);
     expect(table.fingerprint('d')).toBe('not-hex');
     expect(table.get('zz')).toBeUndefined();

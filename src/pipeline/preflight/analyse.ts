@@ -5,6 +5,7 @@
  */
 import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
 import type { RejectCode } from '../../types.js';
+import { isSrgbProfile, readIcc } from '../../util/icc.js';
 import type { UploadFormat } from '../../util/image-format.js';
 import { type Sniffed, sniff, webpIsLossless } from './sniff.js';
 
@@ -29,6 +30,11 @@ export type Analysis =
       /** The re-encoded bytes, absent for 'as-is'. The caller writes them out and drops them. */
       data?: Buffer;
       note?: string;
+      /**
+       * What was done to the image, in words (`rotated 90°`, `CMYK → sRGB`, `metadata removed`,
+       * `resized 6000×4000 → 4096×2731`); empty for 'as-is'. report.json's `preflight`.
+       */
+      steps: string[];
     }
   | { ok: false; code: RejectCode; reason: string };
 
@@ -36,9 +42,21 @@ export type Analysis =
 export interface AnalyseLimits {
   maxBytes: number;
   maxSide: number;
-  stripMetadata: boolean;
+  /**
+   * Send images the service can take as they are, metadata, orientation tag and colour profile
+   * included (the behaviour before uploads were normalised); conversions and resizes still normalise.
+   */
+  keepMetadata: boolean;
   limitInputPixels: number;
+  /** The pixel limit of JPEG and WebP (they shrink on load): {@link SHRINK_ON_LOAD_PIXELS} unless the caller set a limit. */
+  shrinkOnLoadPixels: number;
 }
+
+/**
+ * Pixel limit for JPEG and WebP, which shrink on load (libvips decodes them at 1/2 to 1/8 scale
+ * when the output is that much smaller), so a gigapixel scan is resized in bounded memory.
+ */
+export const SHRINK_ON_LOAD_PIXELS = 1_100_000_000;
 
 /** The source: its bytes in memory (normal case) or a path for sharp to read (very large files). */
 export interface AnalyseSource {
@@ -96,7 +114,11 @@ export async function analyse(source: AnalyseSource, limits: AnalyseLimits): Pro
   const early = refuseBySniff(sniffed);
   if (early) return early;
 
-  const base: SharpOptions = { failOn: FAIL_ON, limitInputPixels: limits.limitInputPixels };
+  const shrinks = sniffed.kind === 'jpeg' || sniffed.kind === 'webp';
+  const base: SharpOptions = {
+    failOn: FAIL_ON,
+    limitInputPixels: shrinks ? limits.shrinkOnLoadPixels : limits.limitInputPixels,
+  };
   let meta: Metadata;
   try {
     meta = await sharp(source.input, base).metadata();
@@ -118,27 +140,73 @@ export async function analyse(source: AnalyseSource, limits: AnalyseLimits): Pro
   const original: ImageInfo = { format, width: oriented.width, height: oriented.height, bytes: source.bytes };
   const tooLarge =
     source.bytes > limits.maxBytes || Math.max(original.width, original.height) > limits.maxSide;
+  // Over sharp's own pixel limit only formats that shrink on load get this far: they must shrink.
+  const tooManyPixels = meta.width * meta.height > limits.limitInputPixels;
   // An animated WebP is still WebP, but the service wants one still picture: take the first frame.
   const still = (meta.pages ?? 1) <= 1;
+  const steps = normalisation(meta, limits.keepMetadata);
 
   try {
-    if (PASSTHROUGH.has(meta.format) && still && !tooLarge) {
-      if (limits.stripMetadata && carriesMetadata(meta)) {
-        return await reencode(source, meta, original, limits, base, 'strip');
-      }
+    if (PASSTHROUGH.has(meta.format) && still && !tooLarge && !tooManyPixels) {
+      if (steps.length > 0) return await reencode(source, meta, original, limits, base, 'normalise', steps);
       // metadata() reads only the header (a cut JPEG passes it), so decode every pixel once. A tiny
       // resize is the cheapest full decode (measured ~2x faster than .stats(), ~2x than full raw):
       // JPEG and WebP shrink on load but still entropy-decode all of the data.
       await sharp(source.input, base).resize(64, 64, { fit: 'inside' }).raw().toBuffer();
-      return { ok: true, action: 'as-is', original, prepared: original };
+      return { ok: true, action: 'as-is', original, prepared: original, steps: [] };
     }
-    return await reencode(source, meta, original, limits, base, tooLarge ? 'resize' : 'convert');
+    const purpose = tooLarge || tooManyPixels ? 'resize' : 'convert';
+    return await reencode(source, meta, original, limits, base, purpose, normalisation(meta, false));
   } catch (error) {
     return classify(error, sniffed, limits);
   }
 }
 
-type Purpose = 'strip' | 'convert' | 'resize';
+type Purpose = 'normalise' | 'convert' | 'resize';
+
+/** EXIF orientation → what turning the pixels upright does (1: nothing). */
+const ORIENTATION: Record<number, string> = {
+  2: 'mirrored',
+  3: 'rotated 180°',
+  4: 'flipped',
+  5: 'mirrored and rotated 90°',
+  6: 'rotated 90°',
+  7: 'mirrored and rotated 270°',
+  8: 'rotated 270°',
+};
+
+/** Sample formats wider than 8 bits per channel. */
+const WIDE_DEPTHS = new Set(['ushort', 'short', 'uint', 'int', 'float', 'double', 'complex', 'dpcomplex']);
+
+/**
+ * What it takes to make an upload upright, 8-bit sRGB (or grey), one frame and free of metadata, in
+ * words; empty when the image already is. With `keepMetadata`, nothing (the bytes go as they are).
+ */
+export function normalisation(meta: Metadata, keepMetadata: boolean): string[] {
+  if (keepMetadata) return [];
+  const steps: string[] = [];
+  const turn = ORIENTATION[meta.orientation ?? 1];
+  if (turn) steps.push(turn);
+  const colour = colourStep(meta);
+  if (colour) steps.push(colour);
+  if ((meta.pages ?? 1) > 1) steps.push(`first frame of ${meta.pages}`);
+  if (carriesMetadata(meta)) steps.push('metadata removed');
+  return steps;
+}
+
+/** The colour conversion an image needs to be 8-bit sRGB or grey, in words; null when none. */
+function colourStep(meta: Metadata): string | null {
+  const icc = meta.icc ? readIcc(meta.icc) : null;
+  const named = (what: string) => (icc?.description ? `${what} (${icc.description})` : what);
+  const wide = WIDE_DEPTHS.has(meta.depth ?? 'uchar');
+  const bits = wide ? ', 16-bit → 8-bit' : '';
+  if (meta.space === 'cmyk') return `${named('CMYK')} → sRGB${bits}`;
+  if (meta.space === 'lab' || meta.space === 'labs' || meta.space === 'labq') return `Lab → sRGB${bits}`;
+  if (icc && icc.space === 'RGB' && !isSrgbProfile(icc))
+    return `${icc.description ?? 'RGB profile'} → sRGB${bits}`;
+  if (wide) return '16-bit → 8-bit';
+  return null;
+}
 
 interface Attempt {
   scale: number;
@@ -157,16 +225,19 @@ async function reencode(
   limits: AnalyseLimits,
   base: SharpOptions,
   purpose: Purpose,
+  steps: string[],
 ): Promise<Analysis> {
   const target =
-    purpose === 'strip'
+    purpose === 'normalise'
       ? (meta.format as UploadFormat)
       : (await usesAlpha(source, meta, base))
         ? 'png'
         : 'jpeg';
   const lossless =
-    target === 'png' || (target === 'webp' && purpose === 'strip' && webpIsLossless(source.head));
-  const firstQuality = purpose === 'strip' ? 92 : 90;
+    target === 'png' || (target === 'webp' && purpose === 'normalise' && webpIsLossless(source.head));
+  const firstQuality = purpose === 'normalise' ? 92 : 90;
+  // Grey stays grey (8-bit); everything else becomes 8-bit sRGB, converted through its profile.
+  const grey = meta.space === 'b-w' || meta.space === 'grey16';
   const attempts: Attempt[] = lossless
     ? [1, 0.8, 0.64, 0.512, 0.41, 0.328].map((scale) => ({ scale, quality: 100 }))
     : [
@@ -182,12 +253,12 @@ async function reencode(
   for (const attempt of attempts) {
     const box = Math.max(1, Math.floor(fitSide * attempt.scale));
     // autoOrient turns the pixels upright, so dropping the EXIF block (sharp writes no metadata by
-    // default) cannot leave the picture sideways.
+    // default) cannot leave the picture sideways. Without keepIccProfile sharp converts through the
+    // embedded profile (or its CMYK default) and writes none: untagged 8-bit sRGB.
     let image: Sharp = sharp(source.input, { ...base, autoOrient: true });
     if (box < longSide)
       image = image.resize({ width: box, height: box, fit: 'inside', withoutEnlargement: true });
-    // Keep the colour profile but nothing else (no EXIF/GPS/XMP/IPTC) on passthrough strips.
-    if (purpose === 'strip') image = image.keepIccProfile();
+    image = image.toColourspace(grey ? 'b-w' : 'srgb');
     image = encoder(image, target, attempt.quality, lossless, meta);
     const { data, info } = await image.toBuffer({ resolveWithObject: true });
     if (data.length <= limits.maxBytes) {
@@ -198,7 +269,16 @@ async function reencode(
         bytes: data.length,
       };
       const action = purpose === 'resize' ? 'resized' : 'converted';
-      return { ok: true, action, original, prepared, data, note: noteFor(purpose, original, prepared) };
+      const note = noteFor(purpose, original, prepared);
+      return {
+        ok: true,
+        action,
+        original,
+        prepared,
+        data,
+        note,
+        steps: [...steps, ...sizeSteps(original, prepared)],
+      };
     }
     smallest = Math.min(smallest, data.length);
   }
@@ -246,13 +326,23 @@ function noteFor(purpose: Purpose, original: ImageInfo, prepared: ImageInfo): st
     original.format === prepared.format
       ? ''
       : ` (${formatLabel(original.format)} → ${formatLabel(prepared.format)})`;
-  if (purpose === 'strip') return `metadata removed, re-encoded ${from} to ${to}`;
+  if (purpose === 'normalise') return `normalised, re-encoded ${from} to ${to}`;
   if (purpose === 'convert')
     return `converted from ${formatLabel(original.format)} to ${formatLabel(prepared.format)}, ${to}`;
   return `resized from ${from} to ${to}${formats}`;
 }
 
-/** EXIF (often with GPS), XMP, IPTC or PNG text chunks: what `stripMetadata` removes. */
+/** The format and size changes of a re-encode, in words (`TIFF → JPEG`, `resized 6000×4000 → 4096×2731`). */
+function sizeSteps(original: ImageInfo, prepared: ImageInfo): string[] {
+  const steps: string[] = [];
+  if (original.format !== prepared.format)
+    steps.push(`${formatLabel(original.format)} → ${formatLabel(prepared.format)}`);
+  if (original.width !== prepared.width || original.height !== prepared.height)
+    steps.push(`resized ${original.width}×${original.height} → ${prepared.width}×${prepared.height}`);
+  return steps;
+}
+
+/** EXIF (often with GPS), XMP, IPTC or PNG text chunks: what normalising removes. */
 function carriesMetadata(meta: Metadata): boolean {
   return Boolean(meta.exif || meta.xmp || meta.iptc || (meta.comments && meta.comments.length > 0));
 }
@@ -294,7 +384,10 @@ function classify(error: unknown, sniffed: Sniffed, limits: AnalyseLimits): Anal
   const message = error instanceof Error ? error.message : String(error);
   const detail = message.split('\n')[0] ?? message;
   if (/exceeds pixel limit/i.test(message)) {
-    const megapixels = Math.floor(limits.limitInputPixels / 1_000_000);
+    const shrinks = sniffed.kind === 'jpeg' || sniffed.kind === 'webp';
+    const megapixels = Math.floor(
+      (shrinks ? limits.shrinkOnLoadPixels : limits.limitInputPixels) / 1_000_000,
+    );
     const size =
       sniffed.width !== undefined && sniffed.height !== undefined
         ? `image is ${sniffed.width}×${sniffed.height} pixels`

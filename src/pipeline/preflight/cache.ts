@@ -11,7 +11,7 @@ import { FORMAT_EXTENSION, type UploadFormat } from '../../util/image-format.js'
 import type { AnalyseLimits, Analysis, ImageInfo } from './analyse.js';
 
 /** Bump when the output of the preparation changes, so stale cache entries are not reused. */
-const CACHE_VERSION = 1;
+const CACHE_VERSION = 2;
 
 /**
  * What the preflight knows of one content hash: an analysis with its bytes written out (`file`, the
@@ -71,6 +71,7 @@ export async function writeCache(
     action: analysis.action,
     original: analysis.original,
     prepared: analysis.prepared,
+    steps: analysis.steps,
     ...(analysis.note === undefined ? {} : { note: analysis.note }),
   };
   if (analysis.data) {
@@ -124,6 +125,8 @@ function isCachedEntry(value: unknown): value is Accepted & { v: number } {
     v.prepared.format in FORMAT_EXTENSION &&
     (v.file === undefined || typeof v.file === 'string') &&
     (v.action === 'as-is') === (v.file === undefined) &&
-    (v.note === undefined || typeof v.note === 'string')
+    (v.note === undefined || typeof v.note === 'string') &&
+    Array.isArray(v.steps) &&
+    v.steps.every((step) => typeof step === 'string')
   );
 }

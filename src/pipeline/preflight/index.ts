@@ -16,8 +16,15 @@ import path from 'node:path';
 import type { RejectCode } from '../../types.js';
 import { sha256, sha256File } from '../../util/fs.js';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../../util/image-format.js';
-import { flag, wholeNumber } from '../../util/validate.js';
-import { type Analysis, analyse, formatBytes, formatLabel, type ImageInfo } from './analyse.js';
+import { flag, OptionError, wholeNumber } from '../../util/validate.js';
+import {
+  type Analysis,
+  analyse,
+  formatBytes,
+  formatLabel,
+  type ImageInfo,
+  SHRINK_ON_LOAD_PIXELS,
+} from './analyse.js';
 import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
 import { createLimiter, remember, waitFor } from './pool.js';
 import { SNIFF_BYTES } from './sniff.js';
@@ -44,10 +51,17 @@ export interface PreflightOptions {
   /** Longest side in pixels; larger images are shrunk to fit. @default 4096 */
   maxSide?: number;
   /**
-   * Also remove EXIF/GPS/XMP/IPTC from images that could otherwise be sent as they are. They are
-   * then re-encoded: PNG and lossless WebP losslessly, JPEG and lossy WebP at quality 92.
-   * Re-encoded images (converted or resized) never carry that metadata, whatever this says.
+   * Send images the service can take as they are: with their EXIF (GPS included), XMP and IPTC,
+   * orientation tag and colour profile. By default uploads are normalised (upright, 8-bit sRGB or
+   * grey, one frame, no metadata) and only images that already are go up byte for byte; the others
+   * are re-encoded: PNG and lossless WebP losslessly, JPEG and lossy WebP at quality 92.
+   * Converted and resized images are normalised either way.
    * @default false
+   */
+  keepMetadata?: boolean;
+  /**
+   * @deprecated Removing metadata is the default now; `true` is accepted and changes nothing,
+   * and contradicts `keepMetadata`.
    */
   stripMetadata?: boolean;
   /**
@@ -92,6 +106,8 @@ export type PreflightResult =
       filename: string;
       /** Words for `plan`, e.g. 'resized from 6000×4000 / 14.2 MB to 4096×2731 / 2.1 MB'. */
       note?: string;
+      /** What was done, step by step (`rotated 90°`, `CMYK → sRGB`, …); empty for 'as-is'. */
+      steps: string[];
     }
   | {
       ok: false;
@@ -147,9 +163,19 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   const limits = {
     maxBytes: positive('maxBytes', options.maxBytes, DEFAULTS.maxBytes),
     maxSide: positive('maxSide', options.maxSide, DEFAULTS.maxSide),
-    stripMetadata: flag('preflight option stripMetadata', options.stripMetadata, false),
+    keepMetadata: flag('preflight option keepMetadata', options.keepMetadata, false),
     limitInputPixels: positive('limitInputPixels', options.limitInputPixels, DEFAULTS.limitInputPixels),
+    shrinkOnLoadPixels: SHRINK_ON_LOAD_PIXELS,
   };
+  // A limit the caller set binds every format; by default JPEG and WebP may be larger (they shrink on load).
+  if (options.limitInputPixels !== undefined) limits.shrinkOnLoadPixels = limits.limitInputPixels;
+  if (flag('preflight option stripMetadata', options.stripMetadata, false) && limits.keepMetadata) {
+    throw new OptionError(
+      'preflight option stripMetadata',
+      'not together with keepMetadata (removing metadata is the default)',
+      true,
+    );
+  }
   const concurrency = positive('concurrency', options.concurrency, os.availableParallelism());
   const key = cacheKey(limits);
   const onWork = options.onWork;
@@ -266,11 +292,9 @@ export function describePreflight(result: PreflightResult): string {
     const o = result.original;
     return `as-is: ${formatLabel(o.format)} ${o.width}×${o.height}, ${formatBytes(o.bytes)}`;
   }
-  // The note already starts with what was done ('resized from …', 'converted from …').
-  return (
-    result.note ??
-    `${result.action} to ${formatLabel(result.prepared.format)}, ${formatBytes(result.prepared.bytes)}`
-  );
+  const p = result.prepared;
+  const done = result.steps.length > 0 ? result.steps.join(', ') : result.action;
+  return `${done}: ${formatLabel(p.format)} ${p.width}×${p.height}, ${formatBytes(p.bytes)}`;
 }
 
 interface Source {
@@ -342,6 +366,7 @@ function toResult(
     path: outcome.file ?? abs,
     contentType: FORMAT_CONTENT_TYPE[format],
     filename: `${base}.${FORMAT_EXTENSION[format]}`,
+    steps: outcome.steps,
     ...(outcome.note === undefined ? {} : { note: outcome.note }),
   };
 }

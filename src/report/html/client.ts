@@ -176,6 +176,9 @@ export const CLIENT_JS = String.raw`(function () {
     if (it.submissions > 1) {
       body.push(h('p', { class: 'dup', text: 'Submitted ' + it.submissions + ' times: possible duplicate charge' }));
     }
+    if (it.pre) {
+      body.push(h('p', { class: 'pre', title: 'What preflight did to the upload' }, ['Uploaded: ' + it.pre.join(', ')]));
+    }
     if (it.error) {
       var hint = hintFor(it);
       body.push(h('div', { class: 'err err-' + it.status }, [

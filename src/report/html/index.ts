@@ -51,6 +51,8 @@ interface PageItem {
   submissions: number;
   job: string | null;
   error: ItemError | null;
+  /** What preflight did to the upload (report.json's `preflight`); omitted when nothing. */
+  pre?: string[];
   /** Relative link to the full-size result, or null. */
   href: string | null;
   /** Relative URL of the source thumbnail, or null. */
@@ -94,6 +96,7 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
     submissions: item.submissions,
     job: item.job_id,
     error: item.error,
+    ...(item.preflight.length > 0 ? { pre: item.preflight } : {}),
     href: result?.href ?? null,
     src: thumbUrl(srcJob),
     out: thumbUrl(outJob),
