@@ -1,4 +1,4 @@
-import { access, readdir, rm } from 'node:fs/promises';
+import { access, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   createPreflighter,
@@ -130,6 +130,17 @@ describe('disk cache', () => {
     const other = recording({ cacheDir, maxSide: 320 });
     expect(ok(await other.pre.prepare(file)).prepared).toMatchObject({ width: 320, height: 240 });
     expect(other.count('decode')).toBe(1);
+  });
+
+  it('prepares again when the cached file was zero-filled at its size (written without fsync, then a power cut)', async () => {
+    const cacheDir = tmp.file('cache-z');
+    const file = await tmp.write('zeroed.tif', tiff);
+    const first = ok(await createPreflighter({ cacheDir }).prepare(file));
+    await writeFile(first.path, Buffer.alloc(first.prepared.bytes));
+    const second = recording({ cacheDir });
+    const again = ok(await second.pre.prepare(file));
+    expect(second.count('decode')).toBe(1);
+    expect((await readFile(again.path)).some((byte) => byte !== 0)).toBe(true);
   });
 
   it('without cacheDir keeps prepared files in its own temp folder until close()', async () => {
