@@ -8,6 +8,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureThumbnail } from '../../src/report/thumbs.js';
 import type { Report, ReportItem } from '../../src/types.js';
 import { readIcc } from '../../src/util/icc.js';
 import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
@@ -239,6 +240,27 @@ describe('uploads as the service receives them', () => {
     expect(report.items.every((item) => Array.isArray(item.preflight))).toBe(true);
     const html = await readFile(path.join(ws.out, 'report.html'), 'utf8');
     expect(html).toContain('CMYK');
+  });
+});
+
+describe('report.html’s before thumbnail shows the image as uploaded', () => {
+  it('a small tagged, CMYK or 16-bit source is drawn upright in sRGB, not copied as it is', async () => {
+    for (const name of ['land-o6.jpg', 'port-o8.jpg', 'cmyk-bare.jpg', 'deep.png']) {
+      const dest = path.join(ws.dir, `thumb-${name}.webp`);
+      const outcome = await ensureThumbnail({ source: path.join(ws.dir, 'photos', name), dest }, 320);
+      expect(outcome, name).toEqual({ state: 'created', file: dest });
+      const bytes = await readFile(dest);
+      const meta = await sharp(bytes).metadata();
+      expect(meta.orientation ?? 1, name).toBe(1);
+      expect(meta.space, name).toBe('srgb');
+      expect(await redTopLeft(bytes), name).toBe(true);
+    }
+    // A clean small image still serves as its own thumbnail.
+    const clean = await ensureThumbnail(
+      { source: path.join(ws.dir, 'photos', 'clean.jpg'), dest: path.join(ws.dir, 'thumb-clean.webp') },
+      320,
+    );
+    expect(clean.file.endsWith('.jpg')).toBe(true);
   });
 });
 
