@@ -95,6 +95,16 @@ export interface RunStats {
   rate_limited: number;
   processing_time_p50_ms: number | null;
   processing_time_p95_ms: number | null;
+  /** Requests to the service's API (styles, submissions, polls): what its rate limit counts. */
+  api_requests?: number;
+  /** API requests per job submitted in this run; null when none was submitted. */
+  requests_per_job?: number | null;
+  /** Share of API requests answered 429 (0 to 1); null when none was sent. */
+  rate_limited_share?: number | null;
+  /** API requests per second over the run. */
+  rate_used?: number;
+  /** The request rate the governor had learnt at the end (requests per second). */
+  rate_learnt?: number;
 }
 
 /** report.json (contract), with the extra `stats` object. */

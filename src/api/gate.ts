@@ -16,6 +16,8 @@ import {
 /** Counters the report and the progress line show. */
 export interface ServiceStats {
   requests: number;
+  /** Of which to the service's API (styles, submissions, polls), all under its rate limit; the rest are downloads. */
+  api: number;
   retries: number;
   rateLimited: number;
   successes: number;
@@ -56,7 +58,7 @@ const PRIORITY: Record<Exclude<RequestKind, 'download'>, Priority> = {
  * Result downloads are not rate limited, but wait out a 429 pause too.
  */
 export class ServiceGate {
-  readonly stats: ServiceStats = { requests: 0, retries: 0, rateLimited: 0, successes: 0 };
+  readonly stats: ServiceStats = { requests: 0, api: 0, retries: 0, rateLimited: 0, successes: 0 };
   readonly #governor: RateGovernor;
   readonly #retry: RetryOptions;
   readonly #unreachableMs: number;
@@ -96,6 +98,7 @@ export class ServiceGate {
       if (kind === 'download') await this.#governor.waitForPause(signal);
       else await this.#governor.acquire(PRIORITY[kind], signal);
       this.stats.requests++;
+      if (kind !== 'download') this.stats.api++;
       try {
         const result = await attempt();
         this.stats.successes++;

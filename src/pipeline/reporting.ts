@@ -22,7 +22,7 @@ export interface ReporterDeps {
   states: StateLookup;
   store: ItemStore;
   gate: ServiceGate;
-  flow: { readonly counts: Readonly<FlowCounts> };
+  flow: { readonly counts: Readonly<FlowCounts>; readonly submitted: number };
   emit: (event: RunEvent) => void;
   /** Write report.html with the final report. */
   html: boolean;
@@ -88,20 +88,27 @@ export class RunReporter {
 
   /** Writes report.json and report.csv (and report.html when `final` and asked for). */
   async write(final: boolean): Promise<WrittenReport> {
-    const { outDir, plan, states, gate } = this.#deps;
+    const { outDir, plan, states, gate, flow } = this.#deps;
     const stats = gate.stats;
+    const durationMs = Math.round(monotonicMs() - this.#startedMono);
+    const round = (value: number, places: number) => Number(value.toFixed(places));
     const info: RunInfo = {
       manifest: this.#deps.manifest,
       base_url: this.#deps.baseUrl,
       started_at: this.startedAt,
       finished_at: isoWithOffset(),
       stats: {
-        duration_ms: Math.round(monotonicMs() - this.#startedMono),
+        duration_ms: durationMs,
         requests: stats.requests,
         retries: stats.retries,
         rate_limited: stats.rateLimited,
         processing_time_p50_ms: null,
         processing_time_p95_ms: null,
+        api_requests: stats.api,
+        requests_per_job: flow.submitted > 0 ? round(stats.api / flow.submitted, 2) : null,
+        rate_limited_share: stats.api > 0 ? round(stats.rateLimited / stats.api, 4) : null,
+        rate_used: round(stats.api / Math.max(durationMs / 1000, 0.001), 2),
+        rate_learnt: round(gate.rate, 2),
       },
     };
     return writeReports(

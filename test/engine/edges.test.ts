@@ -1,5 +1,6 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServiceRefusedError } from '../../src/errors.js';
 import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
@@ -52,6 +53,26 @@ describe('run: edge cases of the service', () => {
       const next = service.filter((r) => r.at > hit.at + 5 && r.at < hit.at + 45);
       expect(next.length).toBeLessThanOrEqual(3);
     }
+  });
+
+  it("the report's stats say what the key allowed: API requests, per job, 429 share, rate used and learnt", async () => {
+    ws = await workspace({ items: 4, sandbox: { seed: 8, faults: { rate429: 0.3 } } });
+    const result = await ws.run();
+    expect(result.exitCode).toBe(0);
+    const stats = (await ws.report()).run.stats!;
+    // Counted by the sandbox: every request to /v1 (styles, submissions, polls), 429s included.
+    const service = ws.sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/'));
+    const limited = service.filter((r) => r.status === 429).length;
+    expect(limited).toBeGreaterThan(0);
+    expect(stats.api_requests).toBe(service.length);
+    expect(stats.rate_limited).toBe(limited);
+    expect(stats.rate_limited_share).toBeCloseTo(limited / service.length, 3);
+    expect(stats.requests_per_job).toBeCloseTo(service.length / 4, 2);
+    expect(stats.rate_used).toBeCloseTo(service.length / (stats.duration_ms / 1000), 1);
+    expect(stats.rate_learnt).toBeGreaterThan(0);
+    const log = await readFile(path.join(ws.out, 'run.log'), 'utf8');
+    const end = log.split('\n').find((line) => line.includes('"event":"run_end"'))!;
+    expect(JSON.parse(end).stats).toMatchObject({ api_requests: service.length, rate_limited: limited });
   });
 
   it('a 429 storm longer than the retry deadline leaves items incomplete (exit 1), never a busy loop', async () => {

@@ -110,6 +110,11 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
   return { file, thumbnails: shown.size };
 }
 
+/** `12.5/s`, or a dash. */
+function perSecond(value: number | undefined): string {
+  return typeof value === 'number' ? `${value.toFixed(value < 10 ? 2 : 1)}/s` : '—';
+}
+
 /** The header's figures: totals from report.json, timing from `run.stats` or, without it, from the items. */
 export function buildHeader(report: Report): HeaderModel {
   const { run } = report;
@@ -145,6 +150,26 @@ export function buildHeader(report: Report): HeaderModel {
       { key: 'p95', label: 'Time p95', value: formatDuration(p95) },
       { key: 'retries', label: 'Retries', value: count(stats?.retries) },
       { key: 'rate_limited', label: 'Rate limited (429)', value: count(stats?.rate_limited) },
+      // What the key allowed: the rate the run used and learnt, and what each job cost.
+      ...(stats?.api_requests === undefined
+        ? []
+        : [
+            { key: 'rate_used', label: 'API rate used', value: perSecond(stats.rate_used) },
+            { key: 'rate_learnt', label: 'Rate learnt', value: perSecond(stats.rate_learnt) },
+            {
+              key: 'requests_per_job',
+              label: 'API requests per job',
+              value: typeof stats.requests_per_job === 'number' ? stats.requests_per_job.toFixed(2) : '—',
+            },
+            {
+              key: 'rate_limited_share',
+              label: '429 share',
+              value:
+                typeof stats.rate_limited_share === 'number'
+                  ? `${(100 * stats.rate_limited_share).toFixed(1)} %`
+                  : '—',
+            },
+          ]),
     ],
   };
 }
