@@ -4,7 +4,9 @@
  *
  * Scenario (issue 4): 200 jobs of ~100 KB drawn kitchens, processing 4 ± 1 s, rate limit 10 req/s
  * with a burst of 10 (429 + Retry-After in seconds), concurrency 16. Then a client-overhead
- * scenario: no rate limit, instant processing, the same 200 images, concurrency 16.
+ * scenario: no rate limit, instant processing, the same 200 images, concurrency 16. Then the
+ * request-budget scenario of issue 12: 60 jobs, 5 req/s with a burst of 5, 4 ± 1 s plus 250 ms
+ * queued, concurrency 16: the rate limit, not the slots, bounds it.
  *
  * The ideal bound (see {@link idealBound}) is what a perfect client could do with these settings:
  * every job slot busy from submit to the job's end, one poll landing exactly at the end, and the
@@ -332,14 +334,88 @@ export async function benchEngine(): Promise<void> {
       `  2 s poll floor: a client that counts the 202 as the job's first contact holds even an instant job's slot\n` +
         `  ≥ 2 s: at most concurrency / 2 s = ${fmt(floorRate, 0)} jobs/s (the naive client). The contract's floor binds polls of one\n` +
         '  job, not the submission, so ours places the first poll from the creation-to-end times seen so far\n' +
-        '  (≥ 100 ms) and collects quick jobs quickly. Its governor starts at 8 req/s and doubles while in use until\n' +
+        '  (at once when they end at once) and collects quick jobs quickly. Its governor starts at 8 req/s and doubles while in use until\n' +
         `  a 429; the "governor from ${PRESET_RATE}/s" row (RunOptions.governor.initialRate) separates that ramp from the\n` +
         '  per-job cost. CPU ms/job is the whole process (client + in-process sandbox rendering results with sharp).',
     );
     for (const m of [oursFast, oursPreset, naiveFast]) if (m.note) console.log(`  note: ${m.note}`);
+
+    // ---- (3) request budget (issue 12) -------------------------------------------------------
+    await budgetScenario(dir, manifest, naiveItems);
   } finally {
     await cleanup();
   }
+}
+
+/** The request-budget-bound scenario of issue 12: the rate limit, not the slots, bounds the run. */
+const BUDGET = { jobs: 60, processingMs: 4000, jitterMs: 1000, queuedMs: 250, rps: 5, burst: 5 } as const;
+
+async function budgetScenario(dir: string, manifest: string, naiveItems: NaiveItem[]): Promise<void> {
+  const { jobs, ...service } = BUDGET;
+  const lines = (await readFile(manifest, 'utf8')).split('\n').filter(Boolean).slice(0, jobs);
+  const budgetManifest = path.join(dir, 'budget.jsonl');
+  await writeFile(budgetManifest, `${lines.join('\n')}\n`);
+  const options: SandboxOptions = {
+    processingMs: service.processingMs,
+    jitterMs: service.jitterMs,
+    queuedMs: service.queuedMs,
+    maxJobs: 10_000,
+    faults: { rateLimit: { rps: service.rps, burst: service.burst }, retryAfter: 'seconds' },
+  };
+  const ideal = idealBound({ jobs, concurrency: CONCURRENCY, ...service });
+  console.log(
+    `\n[3] request budget: ${jobs} jobs, processing ${service.processingMs / 1000} ± ${service.jitterMs / 1000} s ` +
+      `(+${service.queuedMs / 1000} s queued), rate limit ${service.rps} req/s burst ${service.burst}, concurrency ${CONCURRENCY}`,
+  );
+  const ours = await measureOurs(
+    options,
+    budgetManifest,
+    path.join(dir, 'out-ours-budget'),
+    service.queuedMs,
+  );
+  const naive = await measureNaive(
+    options,
+    naiveItems.slice(0, jobs),
+    path.join(dir, 'out-naive-budget'),
+    service.queuedMs,
+  );
+  const share = (m: Measured) => (100 * m.counts.rateLimited) / Math.max(1, m.counts.service);
+  const row = (name: string, m: Measured): string[] => [
+    name,
+    fmt(m.seconds),
+    `${fmt(m.seconds / ideal.seconds, 2)}×`,
+    fmt(m.counts.service / jobs, 2),
+    fmt(m.counts.polls / jobs, 2),
+    `${fmt(share(m), 1)}%`,
+    `${m.succeeded}/${jobs}`,
+  ];
+  printTable(
+    ['client', 'makespan s', '× ideal', 'API req/job', 'polls/job', '429 %', 'ok'],
+    [
+      ['ideal bound', fmt(ideal.seconds), '1.00×', '2.00', '1.00', '0.0%', '-'],
+      row('ours (runBatch)', ours),
+      row('naive (fetch)', naive),
+    ],
+  );
+  console.log(
+    `  ideal = max(slot bound ${fmt(ideal.slotBound)} s, rate bound (2 × ${jobs} − ${service.burst}) / ${service.rps} = ${fmt(ideal.rateBound)} s)`,
+  );
+  printTable(
+    ['target (issue 12)', 'figure', 'verdict'],
+    [
+      [
+        'ours ≤ 1.20× ideal',
+        `${fmt(ours.seconds / ideal.seconds, 2)}×`,
+        verdict(ours.seconds <= 1.2 * ideal.seconds),
+      ],
+      ['≤ 1.5% of API requests answered 429', `${fmt(share(ours), 1)}%`, verdict(share(ours) <= 1.5)],
+      [
+        '≤ 2.2 API requests per item',
+        fmt(ours.counts.service / jobs, 2),
+        verdict(ours.counts.service / jobs <= 2.2),
+      ],
+    ],
+  );
 }
 
 async function withSandbox<T>(options: SandboxOptions, task: (sandbox: Sandbox) => Promise<T>): Promise<T> {
