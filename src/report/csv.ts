@@ -14,6 +14,8 @@ export const REPORT_CSV_COLUMNS = [
   'submissions',
   'error_code',
   'error_message',
+  // Additive (docs/contract.md#report-csv): what preflight did, steps joined by "; ".
+  'preflight',
 ] as const;
 
 /** RFC 4180 quoting; also neutralises cells a spreadsheet would run as a formula. */
@@ -44,6 +46,7 @@ export function csvRow(item: ReportItem): string {
     item.submissions,
     item.error?.code ?? null,
     item.error?.message ?? null,
+    item.preflight.join('; '),
   ]
     .map(cell)
     .join(',')}\r\n`;

@@ -236,10 +236,13 @@ describe('uploads as the service receives them', () => {
     }
   });
 
-  it('report.json says what preflight did, item by item; report.html shows it on the card', async () => {
+  it('report.json says what preflight did, item by item; report.html shows it on the card, report.csv in its last column', async () => {
     expect(report.items.every((item) => Array.isArray(item.preflight))).toBe(true);
     const html = await readFile(path.join(ws.out, 'report.html'), 'utf8');
     expect(html).toContain('CMYK');
+    const csv = (await readFile(path.join(ws.out, 'report.csv'), 'utf8')).split('\r\n');
+    expect(csv[0]!.endsWith(',error_code,error_message,preflight')).toBe(true);
+    expect(csv.find((line) => line.startsWith('gps__japandi,'))!.endsWith(',metadata removed')).toBe(true);
   });
 });
 
