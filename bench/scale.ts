@@ -178,24 +178,11 @@ async function measurePlan(
     }
     out.end();
     await once(out, 'finish');
-    const started = performance.now();
-    const child = spawn(
-      process.execPath,
-      [path.join(ROOT, 'dist', 'bin.js'), 'plan', 'catalogue.csv', '--json'],
-      {
-        cwd: dir,
-        env: { PATH: process.env.PATH ?? '' },
-        stdio: ['ignore', 'ignore', 'ignore'],
-      },
-    );
-    const peak = sampleRss(child);
-    const [code] = (await once(child, 'exit')) as [number | null];
-    const seconds = (performance.now() - started) / 1000;
-    const peakRssMb = peak.stop();
+    const measured = await measureCommand(dir, ['plan', 'catalogue.csv', '--json']);
     console.log(
-      `plan of ${rows.toLocaleString('en-US')} rows: exit ${code}, ${fmt(seconds)} s, peak RSS ${fmt(peakRssMb, 0)} MB`,
+      `plan of ${rows.toLocaleString('en-US')} rows: exit ${measured.exitCode}, ${fmt(measured.seconds)} s, peak RSS ${fmt(measured.peakRssMb, 0)} MB`,
     );
-    return { seconds, peakRssMb, exitCode: code };
+    return measured;
   } finally {
     await cleanup();
   }
@@ -310,6 +297,22 @@ async function measureCli(
   };
 }
 
+/** Runs the built CLI with `args` in `cwd` (stdout dropped, stderr shown): its time, peak RSS and exit code. */
+async function measureCommand(
+  cwd: string,
+  args: string[],
+): Promise<{ seconds: number; peakRssMb: number; exitCode: number | null }> {
+  const started = performance.now();
+  const child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js'), ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const peak = sampleRss(child);
+  const [exitCode] = (await once(child, 'exit')) as [number | null];
+  return { seconds: (performance.now() - started) / 1000, peakRssMb: peak.stop(), exitCode };
+}
+
 /** Peak resident memory of a child, sampled from /proc every 100 ms (VmHWM: the kernel's own peak). */
 function sampleRss(child: ChildProcess): { stop(): number } {
   let peakKb = 0;
@@ -366,24 +369,11 @@ async function measureReport(
     await mkdir(path.join(dir, 'results'));
     console.log(`writing a synthetic journal of ${items.toLocaleString('en-US')} finished items`);
     await writeSyntheticJournal(dir, items);
-    const started = performance.now();
-    const child = spawn(
-      process.execPath,
-      [path.join(ROOT, 'dist', 'bin.js'), 'report', dir, '--no-html', '--json'],
-      {
-        cwd: dir,
-        env: { PATH: process.env.PATH ?? '' },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      },
-    );
-    const peak = sampleRss(child);
-    const [code] = (await once(child, 'exit')) as [number | null];
-    const seconds = (performance.now() - started) / 1000;
-    const peakRssMb = peak.stop();
+    const measured = await measureCommand(dir, ['report', dir, '--no-html', '--json']);
     console.log(
-      `report of ${items.toLocaleString('en-US')} items rebuilt: exit ${code}, ${fmt(seconds)} s, peak RSS ${fmt(peakRssMb, 0)} MB`,
+      `report of ${items.toLocaleString('en-US')} items rebuilt: exit ${measured.exitCode}, ${fmt(measured.seconds)} s, peak RSS ${fmt(measured.peakRssMb, 0)} MB`,
     );
-    return { seconds, peakRssMb, exitCode: code };
+    return measured;
   } finally {
     await cleanup();
   }
