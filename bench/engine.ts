@@ -13,11 +13,15 @@
  * service's token bucket never overrun. Beside it, the achievable bound adds the least mean delay
  * any client obeying the contract's 2 s poll floor needs to notice a job whose end it cannot know.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { GovernorOptions } from '../src/api/governor.js';
 import type { RunEvent } from '../src/pipeline/events.js';
 import { type RunResult, runBatch } from '../src/pipeline/run.js';
+import { inShard } from '../src/pipeline/shard.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
 import type { Report, ReportItem } from '../src/types.js';
 import { type NaiveItem, runNaive } from './naive.js';
@@ -157,194 +161,203 @@ export async function benchEngine(): Promise<void> {
         'each client against a fresh sandbox',
     );
 
-    // ---- (1) rate-limited scenario -----------------------------------------------------------
-    const limited: SandboxOptions = {
-      processingMs: LIMITED.processingMs,
-      jitterMs: LIMITED.jitterMs,
-      queuedMs: LIMITED.queuedMs,
-      maxJobs: 10_000,
-      faults: { rateLimit: { rps: LIMITED.rps, burst: LIMITED.burst }, retryAfter: 'seconds' },
-    };
-    const ideal = idealBound({ jobs: JOBS, concurrency: CONCURRENCY, ...LIMITED });
-    console.log(
-      `\n[1] processing ${LIMITED.processingMs / 1000} ± ${LIMITED.jitterMs / 1000} s (+${LIMITED.queuedMs / 1000} s queued), ` +
-        `rate limit ${LIMITED.rps} req/s burst ${LIMITED.burst}, Retry-After in seconds`,
-    );
-    const ours = await measureOurs(limited, manifest, path.join(dir, 'out-ours'), LIMITED.queuedMs);
-    const naive = await measureNaive(limited, naiveItems, path.join(dir, 'out-naive'), LIMITED.queuedMs);
-    const row = (name: string, m: Measured): string[] => [
-      name,
-      fmt(m.seconds),
-      `${fmt(m.seconds / ideal.seconds, 2)}×`,
-      `${fmt(m.seconds / ideal.achievable, 2)}×`,
-      String(m.counts.service),
-      fmt(m.counts.service / JOBS, 2),
-      String(m.counts.rateLimited),
-      `${fmt((100 * m.counts.rateLimited) / Math.max(1, m.counts.service), 1)}%`,
-      fmt(m.counts.polls / JOBS, 2),
-      `${fmt(100 * m.firstHit, 0)}%`,
-      fmt(m.firstPollS, 2),
-      fmt(m.noticeLagS, 2),
-      `${m.succeeded}/${JOBS}`,
-    ];
-    printTable(
-      [
-        'client',
-        'makespan s',
-        '× ideal',
-        '× achievable',
-        'requests',
-        'req/job',
-        '429s',
-        '429 %',
-        'polls/job',
-        'seen on 1st poll',
-        '1st poll s',
-        'lag s',
-        'ok',
-      ],
-      [
-        [
-          'ideal bound',
-          fmt(ideal.seconds),
-          '1.00×',
-          `${fmt(ideal.seconds / ideal.achievable, 2)}×`,
-          String(ideal.requests),
-          '2.00',
-          '0',
-          '0.0%',
-          '1.00',
-          '100%',
-          fmt(ideal.meanJobS, 2),
-          '0.00',
-          '-',
-        ],
-        [
-          'achievable (2 s floor)',
-          fmt(ideal.achievable),
-          `${fmt(ideal.achievable / ideal.seconds, 2)}×`,
-          '1.00×',
-          String(ideal.requests),
-          '2.00',
-          '0',
-          '0.0%',
-          '1.00',
-          '100%',
-          fmt(ideal.meanJobS + LIMITED.jitterMs / 1000, 2),
-          fmt(ideal.minLagS, 2),
-          '-',
-        ],
-        row('ours (runBatch)', ours),
-        row('naive (fetch)', naive),
-      ],
-    );
-    console.log(
-      `  ideal = max(slot bound, rate bound) = max(${fmt(ideal.slotBound)}, ${fmt(ideal.rateBound)}) = ${fmt(ideal.seconds)} s\n` +
-        `    slot bound = ceil(jobs / concurrency) × (queuedMs + processingMs) = ceil(${JOBS}/${CONCURRENCY}) × ${fmt(ideal.meanJobS, 1)} s\n` +
-        `    rate bound = (2 × jobs − burst) / rps = (${ideal.requests} − ${LIMITED.burst}) / ${LIMITED.rps}  (2 requests per job: one submit, one poll at the job's end)\n` +
-        `    strict floor of a work-conserving pool: jobs × ${fmt(ideal.meanJobS, 1)} s / concurrency = ${fmt(ideal.workFloor)} s (ours ${fmt(ours.seconds / ideal.workFloor, 2)}× of it)\n` +
-        "    assumes: symmetric jitter (mean 4 s), queued time is service time, a poll exactly at each job's end, free uploads/downloads/preflight\n" +
-        `  achievable = ceil(jobs / concurrency) × (${fmt(ideal.meanJobS, 1)} s + min lag ${fmt(ideal.minLagS, 1)} s) = ${fmt(ideal.achievable)} s: a job's end is unknown and uniform\n` +
-        `    over ±${LIMITED.jitterMs / 1000} s; with polls of one job ≥ 2 s apart the mean lag to notice it is ≥ min(jitter, 2 s / 2) = ${fmt(ideal.minLagS, 1)} s for any\n` +
-        '    schedule (e.g. one poll at mean + jitter), so no contract-abiding client can reach the ideal; 1.10× ideal is out of reach\n' +
-        '  requests = every /v1/* request the sandbox saw (ours includes 1 GET /v1/styles); 1st poll = mean s from the 202 to the first poll;\n' +
-        '  lag = mean s from the job ending at the service (202 + queued + processing_time_ms) to the poll that saw it',
-    );
-    for (const m of [ours, naive]) if (m.note) console.log(`  note: ${m.note}`);
-    const pct429 = (100 * ours.counts.rateLimited) / Math.max(1, ours.counts.service);
-    printTable(
-      ['target', 'figure', 'verdict'],
-      [
-        [
-          'ours ≤ 1.10× ideal',
-          `${fmt(ours.seconds / ideal.seconds, 2)}×`,
-          verdict(ours.seconds <= 1.1 * ideal.seconds),
-        ],
-        [
-          '(ours ≤ 1.10× achievable, for reference)',
-          `${fmt(ours.seconds / ideal.achievable, 2)}×`,
-          verdict(ours.seconds <= 1.1 * ideal.achievable),
-        ],
-        [
-          'ours below naive',
-          `${fmt(ours.seconds)} vs ${fmt(naive.seconds)} s`,
-          verdict(ours.seconds < naive.seconds),
-        ],
-        ['429s ≤ 3% of our requests', `${fmt(pct429, 1)}%`, verdict(pct429 <= 3)],
-        [
-          '≤ 3 requests per job',
-          fmt(ours.counts.service / JOBS, 2),
-          verdict(ours.counts.service / JOBS <= 3),
-        ],
-      ],
-    );
-
-    // ---- (2) client overhead -------------------------------------------------------------------
-    const instant: SandboxOptions = { processingMs: 0, jitterMs: 0, queuedMs: 0, maxJobs: 10_000 };
-    console.log(
-      `\n[2] client overhead: no rate limit, processing 0 s, ${JOBS} jobs of ~${fmt(meanBytes / 1024, 0)} KiB, concurrency ${CONCURRENCY}`,
-    );
-    const oursFast = await measureOurs(instant, manifest, path.join(dir, 'out-ours-fast'), 0);
-    const oursPreset = await measureOurs(instant, manifest, path.join(dir, 'out-ours-preset'), 0, {
-      initialRate: PRESET_RATE,
-    });
-    const naiveFast = await measureNaive(instant, naiveItems, path.join(dir, 'out-naive-fast'), 0);
-    const floorRate = CONCURRENCY / POLL_FLOOR_S;
-    const fastRow = (name: string, m: Measured): string[] => [
-      name,
-      fmt(m.seconds, 2),
-      fmt(JOBS / m.seconds, 2),
-      `${fmt(JOBS / m.seconds / floorRate, 2)}×`,
-      fmt(m.counts.service / JOBS, 2),
-      fmt(m.counts.polls / JOBS, 2),
-      fmt(m.firstPollS, 2),
-      fmt((1000 * m.cpuS) / JOBS, 1),
-      `${m.succeeded}/${JOBS}`,
-    ];
-    printTable(
-      [
-        'client',
-        'makespan s',
-        'jobs/s',
-        '× floor rate',
-        'req/job',
-        'polls/job',
-        '1st poll s',
-        'CPU ms/job',
-        'ok',
-      ],
-      [
-        [
-          '2 s poll floor',
-          fmt(JOBS / floorRate, 2),
-          fmt(floorRate, 2),
-          '1.00×',
-          '2.00',
-          '1.00',
-          '2.00',
-          '-',
-          '-',
-        ],
-        fastRow('ours (runBatch, defaults)', oursFast),
-        fastRow(`ours (governor from ${PRESET_RATE}/s)`, oursPreset),
-        fastRow('naive (fetch)', naiveFast),
-      ],
-    );
-    console.log(
-      `  2 s poll floor: a client that counts the 202 as the job's first contact holds even an instant job's slot\n` +
-        `  ≥ 2 s: at most concurrency / 2 s = ${fmt(floorRate, 0)} jobs/s (the naive client). The contract's floor binds polls of one\n` +
-        '  job, not the submission, so ours places the first poll from the creation-to-end times seen so far\n' +
-        '  (at once when they end at once) and collects quick jobs quickly. Its governor starts at 8 req/s and doubles while in use until\n' +
-        `  a 429; the "governor from ${PRESET_RATE}/s" row (RunOptions.governor.initialRate) separates that ramp from the\n` +
-        '  per-job cost. CPU ms/job is the whole process (client + in-process sandbox rendering results with sharp).',
-    );
-    for (const m of [oursFast, oursPreset, naiveFast]) if (m.note) console.log(`  note: ${m.note}`);
-
-    // ---- (3) request budget (issue 12) -------------------------------------------------------
-    await budgetScenario(dir, manifest, naiveItems);
+    const wanted = (process.env.BENCH_ENGINE_SCENARIOS ?? '1,2,3,4').split(',').map((x) => x.trim());
+    if (wanted.includes('1')) await rateLimitedScenario(dir, manifest, naiveItems);
+    if (wanted.includes('2')) await overheadScenario(dir, manifest, naiveItems, meanBytes);
+    if (wanted.includes('3')) await budgetScenario(dir, manifest, naiveItems);
+    if (wanted.includes('4')) await sharedKeyScenario(dir, manifest);
   } finally {
-    await cleanup();
+    if (process.env.BENCH_KEEP) console.log(`kept ${dir}`);
+    else await cleanup();
   }
+}
+
+/** Scenario (1) of issue 4: rate limited, processing 4 ± 1 s. */
+async function rateLimitedScenario(dir: string, manifest: string, naiveItems: NaiveItem[]): Promise<void> {
+  const limited: SandboxOptions = {
+    processingMs: LIMITED.processingMs,
+    jitterMs: LIMITED.jitterMs,
+    queuedMs: LIMITED.queuedMs,
+    maxJobs: 10_000,
+    faults: { rateLimit: { rps: LIMITED.rps, burst: LIMITED.burst }, retryAfter: 'seconds' },
+  };
+  const ideal = idealBound({ jobs: JOBS, concurrency: CONCURRENCY, ...LIMITED });
+  console.log(
+    `\n[1] processing ${LIMITED.processingMs / 1000} ± ${LIMITED.jitterMs / 1000} s (+${LIMITED.queuedMs / 1000} s queued), ` +
+      `rate limit ${LIMITED.rps} req/s burst ${LIMITED.burst}, Retry-After in seconds`,
+  );
+  const ours = await measureOurs(limited, manifest, path.join(dir, 'out-ours'), LIMITED.queuedMs);
+  const naive = await measureNaive(limited, naiveItems, path.join(dir, 'out-naive'), LIMITED.queuedMs);
+  const row = (name: string, m: Measured): string[] => [
+    name,
+    fmt(m.seconds),
+    `${fmt(m.seconds / ideal.seconds, 2)}×`,
+    `${fmt(m.seconds / ideal.achievable, 2)}×`,
+    String(m.counts.service),
+    fmt(m.counts.service / JOBS, 2),
+    String(m.counts.rateLimited),
+    `${fmt((100 * m.counts.rateLimited) / Math.max(1, m.counts.service), 1)}%`,
+    fmt(m.counts.polls / JOBS, 2),
+    `${fmt(100 * m.firstHit, 0)}%`,
+    fmt(m.firstPollS, 2),
+    fmt(m.noticeLagS, 2),
+    `${m.succeeded}/${JOBS}`,
+  ];
+  printTable(
+    [
+      'client',
+      'makespan s',
+      '× ideal',
+      '× achievable',
+      'requests',
+      'req/job',
+      '429s',
+      '429 %',
+      'polls/job',
+      'seen on 1st poll',
+      '1st poll s',
+      'lag s',
+      'ok',
+    ],
+    [
+      [
+        'ideal bound',
+        fmt(ideal.seconds),
+        '1.00×',
+        `${fmt(ideal.seconds / ideal.achievable, 2)}×`,
+        String(ideal.requests),
+        '2.00',
+        '0',
+        '0.0%',
+        '1.00',
+        '100%',
+        fmt(ideal.meanJobS, 2),
+        '0.00',
+        '-',
+      ],
+      [
+        'achievable (2 s floor)',
+        fmt(ideal.achievable),
+        `${fmt(ideal.achievable / ideal.seconds, 2)}×`,
+        '1.00×',
+        String(ideal.requests),
+        '2.00',
+        '0',
+        '0.0%',
+        '1.00',
+        '100%',
+        fmt(ideal.meanJobS + LIMITED.jitterMs / 1000, 2),
+        fmt(ideal.minLagS, 2),
+        '-',
+      ],
+      row('ours (runBatch)', ours),
+      row('naive (fetch)', naive),
+    ],
+  );
+  console.log(
+    `  ideal = max(slot bound, rate bound) = max(${fmt(ideal.slotBound)}, ${fmt(ideal.rateBound)}) = ${fmt(ideal.seconds)} s\n` +
+      `    slot bound = ceil(jobs / concurrency) × (queuedMs + processingMs) = ceil(${JOBS}/${CONCURRENCY}) × ${fmt(ideal.meanJobS, 1)} s\n` +
+      `    rate bound = (2 × jobs − burst) / rps = (${ideal.requests} − ${LIMITED.burst}) / ${LIMITED.rps}  (2 requests per job: one submit, one poll at the job's end)\n` +
+      `    strict floor of a work-conserving pool: jobs × ${fmt(ideal.meanJobS, 1)} s / concurrency = ${fmt(ideal.workFloor)} s (ours ${fmt(ours.seconds / ideal.workFloor, 2)}× of it)\n` +
+      "    assumes: symmetric jitter (mean 4 s), queued time is service time, a poll exactly at each job's end, free uploads/downloads/preflight\n" +
+      `  achievable = ceil(jobs / concurrency) × (${fmt(ideal.meanJobS, 1)} s + min lag ${fmt(ideal.minLagS, 1)} s) = ${fmt(ideal.achievable)} s: a job's end is unknown and uniform\n` +
+      `    over ±${LIMITED.jitterMs / 1000} s; with polls of one job ≥ 2 s apart the mean lag to notice it is ≥ min(jitter, 2 s / 2) = ${fmt(ideal.minLagS, 1)} s for any\n` +
+      '    schedule (e.g. one poll at mean + jitter), so no contract-abiding client can reach the ideal; 1.10× ideal is out of reach\n' +
+      '  requests = every /v1/* request the sandbox saw (ours includes 1 GET /v1/styles); 1st poll = mean s from the 202 to the first poll;\n' +
+      '  lag = mean s from the job ending at the service (202 + queued + processing_time_ms) to the poll that saw it',
+  );
+  for (const m of [ours, naive]) if (m.note) console.log(`  note: ${m.note}`);
+  const pct429 = (100 * ours.counts.rateLimited) / Math.max(1, ours.counts.service);
+  printTable(
+    ['target', 'figure', 'verdict'],
+    [
+      [
+        'ours ≤ 1.10× ideal',
+        `${fmt(ours.seconds / ideal.seconds, 2)}×`,
+        verdict(ours.seconds <= 1.1 * ideal.seconds),
+      ],
+      [
+        '(ours ≤ 1.10× achievable, for reference)',
+        `${fmt(ours.seconds / ideal.achievable, 2)}×`,
+        verdict(ours.seconds <= 1.1 * ideal.achievable),
+      ],
+      [
+        'ours below naive',
+        `${fmt(ours.seconds)} vs ${fmt(naive.seconds)} s`,
+        verdict(ours.seconds < naive.seconds),
+      ],
+      ['429s ≤ 3% of our requests', `${fmt(pct429, 1)}%`, verdict(pct429 <= 3)],
+      ['≤ 3 requests per job', fmt(ours.counts.service / JOBS, 2), verdict(ours.counts.service / JOBS <= 3)],
+    ],
+  );
+}
+
+/** Scenario (2): the client's own overhead (no limit, instant jobs). */
+async function overheadScenario(
+  dir: string,
+  manifest: string,
+  naiveItems: NaiveItem[],
+  meanBytes: number,
+): Promise<void> {
+  const instant: SandboxOptions = { processingMs: 0, jitterMs: 0, queuedMs: 0, maxJobs: 10_000 };
+  console.log(
+    `\n[2] client overhead: no rate limit, processing 0 s, ${JOBS} jobs of ~${fmt(meanBytes / 1024, 0)} KiB, concurrency ${CONCURRENCY}`,
+  );
+  const oursFast = await measureOurs(instant, manifest, path.join(dir, 'out-ours-fast'), 0);
+  const oursPreset = await measureOurs(instant, manifest, path.join(dir, 'out-ours-preset'), 0, {
+    initialRate: PRESET_RATE,
+  });
+  const naiveFast = await measureNaive(instant, naiveItems, path.join(dir, 'out-naive-fast'), 0);
+  const floorRate = CONCURRENCY / POLL_FLOOR_S;
+  const fastRow = (name: string, m: Measured): string[] => [
+    name,
+    fmt(m.seconds, 2),
+    fmt(JOBS / m.seconds, 2),
+    `${fmt(JOBS / m.seconds / floorRate, 2)}×`,
+    fmt(m.counts.service / JOBS, 2),
+    fmt(m.counts.polls / JOBS, 2),
+    fmt(m.firstPollS, 2),
+    fmt((1000 * m.cpuS) / JOBS, 1),
+    `${m.succeeded}/${JOBS}`,
+  ];
+  printTable(
+    [
+      'client',
+      'makespan s',
+      'jobs/s',
+      '× floor rate',
+      'req/job',
+      'polls/job',
+      '1st poll s',
+      'CPU ms/job',
+      'ok',
+    ],
+    [
+      [
+        '2 s poll floor',
+        fmt(JOBS / floorRate, 2),
+        fmt(floorRate, 2),
+        '1.00×',
+        '2.00',
+        '1.00',
+        '2.00',
+        '-',
+        '-',
+      ],
+      fastRow('ours (runBatch, defaults)', oursFast),
+      fastRow(`ours (governor from ${PRESET_RATE}/s)`, oursPreset),
+      fastRow('naive (fetch)', naiveFast),
+    ],
+  );
+  console.log(
+    `  2 s poll floor: a client that counts the 202 as the job's first contact holds even an instant job's slot\n` +
+      `  ≥ 2 s: at most concurrency / 2 s = ${fmt(floorRate, 0)} jobs/s (the naive client). The contract's floor binds polls of one\n` +
+      '  job, not the submission, so ours places the first poll from the creation-to-end times seen so far\n' +
+      '  (at once when they end at once) and collects quick jobs quickly. Its governor starts at 8 req/s and doubles while in use until\n' +
+      `  a 429; the "governor from ${PRESET_RATE}/s" row (RunOptions.governor.initialRate) separates that ramp from the\n` +
+      '  per-job cost. CPU ms/job is the whole process (client + in-process sandbox rendering results with sharp).',
+  );
+  for (const m of [oursFast, oursPreset, naiveFast]) if (m.note) console.log(`  note: ${m.note}`);
 }
 
 /** The request-budget-bound scenario of issue 12: the rate limit, not the slots, bounds the run. */
@@ -549,4 +562,213 @@ function timeline(
     noticeLagS: mean(lag),
     firstHit: first.length > 0 ? hits / first.length : Number.NaN,
   };
+}
+
+/** The shared-key scenario of issue 12: four `--shard` processes on one key, and one process on the same work. */
+const SHARED = {
+  jobs: 120,
+  processes: 4,
+  processingMs: 4000,
+  jitterMs: 1000,
+  queuedMs: 250,
+  rps: 8,
+  burst: 8,
+} as const;
+
+/** What one CLI process did, attributed by the job ids in its report. */
+interface ProcessShare {
+  label: string;
+  exitCode: number | null;
+  succeeded: number;
+  /** Requests the service accepted for this process's jobs (submissions and polls). */
+  accepted: number;
+  rateLimited: number;
+  apiRequests: number;
+  /** Its accepted requests per second between its first and last job request. */
+  rate: number;
+  /** The jobs its report lists. */
+  jobIds: ReadonlySet<string>;
+}
+
+async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
+  const { jobs, processes, ...service } = SHARED;
+  // Ids picked so every shard has the same work: the shares then compare like with like.
+  const lines = (await readFile(manifest, 'utf8')).split('\n').filter(Boolean);
+  const perShard = jobs / processes;
+  const counts = new Array<number>(processes).fill(0);
+  const rows: string[] = [];
+  for (let n = 0; rows.length < jobs; n++) {
+    const id = `s${String(n).padStart(4, '0')}`;
+    const k = counts.findIndex((_, i) => inShard(id, { index: i + 1, count: processes }));
+    if ((counts[k] ?? perShard) >= perShard) continue;
+    counts[k] = (counts[k] ?? 0) + 1;
+    const line = JSON.parse(lines[rows.length % lines.length] as string) as Record<string, unknown>;
+    rows.push(JSON.stringify({ ...line, id }));
+  }
+  const sharedManifest = path.join(dir, 'shared.jsonl');
+  await writeFile(sharedManifest, `${rows.join('\n')}\n`);
+  const options: SandboxOptions = {
+    processingMs: service.processingMs,
+    jitterMs: service.jitterMs,
+    queuedMs: service.queuedMs,
+    maxJobs: 10_000,
+    faults: { rateLimit: { rps: service.rps, burst: service.burst }, retryAfter: 'seconds' },
+  };
+  const idealFor = (count: number) => idealBound({ jobs, concurrency: CONCURRENCY * count, ...service });
+  const ideal = idealFor(processes);
+  console.log(
+    `\n[4] one key, ${processes} processes (--shard k/${processes}, ${perShard} items each, concurrency ${CONCURRENCY} each): ` +
+      `${jobs} jobs, processing ${service.processingMs / 1000} ± ${service.jitterMs / 1000} s (+${service.queuedMs / 1000} s queued), ` +
+      `rate limit ${service.rps} req/s burst ${service.burst}; then one process on the same work`,
+  );
+  const runs: Array<{
+    name: string;
+    ideal: number;
+    shares: ProcessShare[];
+    seconds: number;
+    counts: RequestCounts;
+    span: number;
+  }> = [];
+  for (const count of [processes, 1]) {
+    const name = count === 1 ? 'ours, 1 process' : `ours, ${count} processes`;
+    const measured = await withSandbox(options, async (sandbox) => {
+      const started = performance.now();
+      const shares = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          runProcess(
+            sandbox,
+            sharedManifest,
+            path.join(dir, `out-shared-${count}-${i + 1}`),
+            count === 1 ? null : `${i + 1}/${count}`,
+          ),
+        ),
+      );
+      const seconds = (performance.now() - started) / 1000;
+      const api = sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/'));
+      const span = api.length > 1 ? (api[api.length - 1]!.at - api[0]!.at) / 1000 : 0;
+      attribute(shares, sandbox);
+      const bound = idealFor(count).seconds;
+      return { name, ideal: bound, shares, seconds, counts: countRequests(sandbox.stats.requests), span };
+    });
+    runs.push(measured);
+  }
+  const used = (r: (typeof runs)[number]) =>
+    (r.counts.service - r.counts.rateLimited) / Math.max(r.span, 1e-9) / service.rps;
+  const share429 = (r: (typeof runs)[number]) => (100 * r.counts.rateLimited) / Math.max(1, r.counts.service);
+  printTable(
+    [
+      'client',
+      'first→last API request s',
+      '× ideal',
+      'wall s',
+      'API req/job',
+      '429 %',
+      'key rate used',
+      'ok',
+    ],
+    [
+      ['ideal bound', fmt(ideal.seconds), '1.00×', '-', '2.00', '0.0%', '100%', '-'],
+      ...runs.map((r) => [
+        r.name,
+        fmt(r.span),
+        `${fmt(r.span / ideal.seconds, 2)}×`,
+        fmt(r.seconds),
+        fmt(r.counts.service / jobs, 2),
+        `${fmt(share429(r), 1)}%`,
+        `${fmt(100 * used(r), 0)}%`,
+        `${r.shares.reduce((n, s) => n + s.succeeded, 0)}/${jobs}`,
+      ]),
+    ],
+  );
+  const four = runs[0]!;
+  const meanRate = mean(four.shares.map((s) => s.rate));
+  printTable(
+    ['process', 'accepted requests', '429s', 'req/s while active', '÷ mean', 'exit'],
+    four.shares.map((s) => [
+      s.label,
+      String(s.accepted),
+      String(s.rateLimited),
+      fmt(s.rate, 2),
+      `${fmt(s.rate / meanRate, 2)}×`,
+      String(s.exitCode),
+    ]),
+  );
+  const spread = Math.max(...four.shares.map((s) => Math.abs(s.rate / meanRate - 1)));
+  printTable(
+    ['target (issue 12)', 'figure', 'verdict'],
+    [
+      ['≤ 3% of API requests answered 429', `${fmt(share429(four), 1)}%`, verdict(share429(four) <= 3)],
+      ["≥ 85% of the key's rate used", `${fmt(100 * used(four), 0)}%`, verdict(used(four) >= 0.85)],
+      ['each share within 20% of the mean', `±${fmt(100 * spread, 0)}%`, verdict(spread <= 0.2)],
+    ],
+  );
+  const one = idealFor(1);
+  console.log(
+    `  ideal = max(slot bound, rate bound): ${processes} processes max(${fmt(ideal.slotBound)}, ${fmt(ideal.rateBound)}) s, ` +
+      `1 process max(${fmt(one.slotBound)}, ${fmt(one.rateBound)}) s (its ${CONCURRENCY} slots bind); ` +
+      'key rate used = accepted API requests / (last − first API request) / the limit',
+  );
+}
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Runs the CLI (from source) as a child process against the sandbox; its report says what it did. */
+async function runProcess(
+  sandbox: Sandbox,
+  manifest: string,
+  out: string,
+  shard: string | null,
+): Promise<ProcessShare> {
+  const args = [
+    '--import',
+    import.meta.resolve('tsx'),
+    path.join(ROOT, 'src', 'bin.ts'),
+    'run',
+    manifest,
+    '--out',
+    out,
+    '--concurrency',
+    String(CONCURRENCY),
+    '--no-progress',
+    ...(shard ? ['--shard', shard] : []),
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: path.dirname(manifest),
+    env: {
+      PATH: process.env.PATH ?? '',
+      KITCHEN_API_KEY: sandbox.apiKey ?? 'bench-key',
+      KITCHEN_API_BASE_URL: sandbox.url,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const [exitCode] = (await once(child, 'exit')) as [number | null];
+  const report = JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report;
+  return {
+    label: shard ?? 'all',
+    exitCode,
+    succeeded: report.run.totals.succeeded,
+    accepted: 0,
+    rateLimited: report.run.stats?.rate_limited ?? 0,
+    apiRequests: report.run.stats?.api_requests ?? 0,
+    rate: 0,
+    jobIds: new Set(report.items.map((item) => item.job_id).filter((id): id is string => Boolean(id))),
+  };
+}
+
+/** Counts each process's accepted job requests and its rate while active, from the sandbox's log. */
+function attribute(shares: ProcessShare[], sandbox: Sandbox): void {
+  for (const share of shares) {
+    const ids = share.jobIds;
+    let first = Number.POSITIVE_INFINITY;
+    let last = Number.NEGATIVE_INFINITY;
+    for (const r of sandbox.stats.requests) {
+      if (r.status === 429 || !r.path.startsWith('/v1/')) continue;
+      const id = r.jobId ?? (r.path.startsWith('/v1/jobs/') ? r.path.slice('/v1/jobs/'.length) : undefined);
+      if (id === undefined || !ids.has(id)) continue;
+      share.accepted++;
+      first = Math.min(first, r.at);
+      last = Math.max(last, r.at);
+    }
+    share.rate = share.accepted / Math.max((last - first) / 1000, 1e-9);
+  }
 }

@@ -80,6 +80,11 @@ export class ServiceGate {
     return this.#governor.rate;
   }
 
+  /** What the key sustains as learnt from 429s (the governor's estimate), else the rate held now. */
+  get learntRate(): number {
+    return this.#governor.estimate ?? this.#governor.rate;
+  }
+
   /**
    * True when calls keep failing and the service has said nothing for `unreachableMs` (or has never
    * answered at all): the run should end with exit 3 rather than mark every item incomplete.

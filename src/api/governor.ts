@@ -15,10 +15,25 @@ export interface GovernorOptions {
    * @default 1000
    */
   maxRate?: number;
-  /** Additive increase: requests per second gained per second of 429-free traffic at full rate. @default 0.5 */
-  increasePerSecond?: number;
-  /** Multiplicative decrease on a 429. @default 0.7 */
-  decreaseFactor?: number;
+  /**
+   * Gentle probing once the key's rate is known: the rate grows by this share of the estimate per
+   * second of traffic at full rate. @default 0.002
+   */
+  probeGain?: number;
+  /**
+   * After this many seconds of full use without a 429 the probing speeds up (see
+   * {@link RateGovernor}). @default 15
+   */
+  quietSeconds?: number;
+  /** How fast the probing speeds up after a quiet spell: share of the estimate per second². @default 0.01 */
+  quietGain?: number;
+  /** The held rate as a share of the estimate. @default 0.98 */
+  holdShare?: number;
+  /**
+   * The burst a key is assumed to allow before its second 429, in seconds of its rate (token buckets
+   * are commonly sized at one second). Only the first estimate uses it. @default 1
+   */
+  assumedBurstSeconds?: number;
   /** Monotonic clock in ms, injectable for tests. @default performance.now */
   now?: () => number;
   /** Called when the rate or a pause changes (for logs and progress). */
@@ -27,7 +42,14 @@ export interface GovernorOptions {
 
 /** A change the governor made, for the run log. */
 export type GovernorEvent =
-  | { type: 'decrease'; rate: number; pauseMs: number; retryAfter: boolean }
+  | {
+      type: 'decrease';
+      rate: number;
+      pauseMs: number;
+      retryAfter: boolean;
+      /** The key's sustainable rate as learnt at this 429, requests per second (null: not yet known). */
+      estimate: number | null;
+    }
   | { type: 'increase'; rate: number };
 
 interface Waiter {
@@ -38,46 +60,131 @@ interface Waiter {
   onAbort: (() => void) | undefined;
 }
 
+/** Accepted-request times kept for the window estimate. */
+const HISTORY = 4096;
+/** How fast {@link RateGovernor.pressure} follows the queue: its time constant, ms. */
+const PRESSURE_TAU_MS = 5000;
+/** The quiet spell is at least this many requests at the estimate long. */
+const QUIET_REQUESTS = 30;
+/** The first estimate is at least this share of the starting rate. */
+const FIRST_FLOOR = 0.25;
+/** A window estimate this much over the interval's says the bucket overflowed in between. */
+const CAPPED = 1.1;
+/** An interval between two 429s measures a rate only with this many accepted requests and this long. */
+const MIN_SAMPLE_REQUESTS = 4;
+const MIN_SAMPLE_MS = 2000;
+/** The decrease on a 429 too soon after the last to measure anything. */
+const SHORT_DECREASE = 0.8;
+/** Lower an estimate by at most this factor on a 429 that came while our rate was not in use. */
+const IDLE_DECREASE = 0.85;
+
 /**
- * The one rate gate every request to the service passes (submits and polls share it).
- * A token bucket whose rate follows AIMD: multiplicative decrease and a pause of the whole client on
- * a 429 (Retry-After when given), additive increase while no 429 comes, so a run settles just under
- * the service's limit instead of bouncing off it. Polls are served before submissions.
+ * The one rate gate every request to the service passes (submits and polls share it). A pacing
+ * token bucket whose rate follows an estimate of what the key sustains, learnt from 429s as a
+ * bottleneck is estimated rather than probed by loss (docs/contract.md#rate-limits):
+ *
+ * - A 429 means the service's bucket is empty at that moment. Between two 429s the requests it
+ *   accepted are what it refilled in the meantime, so `accepted / interval` is the key's rate, or
+ *   our share of it when other processes use the key too: the estimate. When the bucket was full and
+ *   overflowing for part of the interval (we held below its rate), the best window that began with
+ *   it full says more, and is taken instead.
+ * - Before the second 429 there is no empty start: the first estimate takes the best window of
+ *   accepted requests before the 429, with the key's burst assumed to be `assumedBurstSeconds` of
+ *   its rate, and at least a quarter of the starting rate (a process that joins a key others already
+ *   drain is turned away before it has a history).
+ * - The rate is held just under the estimate (`holdShare`) and probed upward gently (`probeGain` of
+ *   it per second of full use), faster after a quiet spell without a 429 (`quietSeconds`, longer for
+ *   a slow key; then `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
+ *   once or twice a minute, while capacity that others gave up, or a first estimate too low, is
+ *   found within seconds.
+ * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
+ *   second of full use).
+ * - Every 429 pauses the whole client until its `Retry-After` (or the caller's fallback); one
+ *   request probes when the pause ends and the rest follow at the new rate, so a burst of 429s is
+ *   never answered with a burst. 429s of one burst are one event. A 429 too soon after the last to
+ *   measure anything lowers the estimate by a fifth; one that comes while our queue was mostly empty
+ *   (our demand, not the key, set what we sent) by 15 % at most.
+ *
+ * Polls are served before submissions.
  */
 export class RateGovernor {
   #rate: number;
   #tokens: number;
   #last: number;
   #pausedUntil = 0;
-  #lastDecrease = Number.NEGATIVE_INFINITY;
+  /** Time of the last congestion event (a 429 outside the previous one's pause). */
+  #lastEvent = Number.NEGATIVE_INFINITY;
   #lastReportedRate: number;
   #timer: NodeJS.Timeout | undefined;
+  #estimate: number | null = null;
+  #confirmed = false;
+  /** Requests accepted since the last event. */
+  #epochAccepted = 0;
+  /** Time with requests queued since the last event, ms (and since when they are queued now). */
+  #busyMs = 0;
+  #busySince: number | null = null;
+  #pressure = 0;
+  #pressureAt: number;
+  /** Times of the latest accepted requests (a ring). */
+  readonly #history = new Float64Array(HISTORY);
+  #historyCount = 0;
   readonly #waiters: Waiter[] = [];
   readonly #min: number;
   readonly #max: number;
-  readonly #increase: number;
-  readonly #decrease: number;
+  readonly #probe: number;
+  readonly #quietS: number;
+  readonly #quietGain: number;
+  readonly #hold: number;
+  readonly #assumedBurstS: number;
+  readonly #initial: number;
   readonly #now: () => number;
   readonly #onChange: ((event: GovernorEvent) => void) | undefined;
   /** 429s seen. */
   rateLimited = 0;
 
   constructor(options: GovernorOptions = {}) {
-    this.#rate = options.initialRate ?? 8;
     this.#min = options.minRate ?? 0.2;
     this.#max = options.maxRate ?? 1000;
-    this.#increase = options.increasePerSecond ?? 0.5;
-    this.#decrease = options.decreaseFactor ?? 0.7;
+    this.#initial = Math.min(this.#max, Math.max(this.#min, options.initialRate ?? 8));
+    this.#rate = this.#initial;
+    this.#probe = options.probeGain ?? 0.002;
+    this.#quietS = options.quietSeconds ?? 15;
+    this.#quietGain = options.quietGain ?? 0.01;
+    this.#hold = options.holdShare ?? 0.98;
+    this.#assumedBurstS = options.assumedBurstSeconds ?? 1;
     this.#now = options.now ?? monotonicMs;
     this.#onChange = options.onChange;
     this.#last = this.#now();
+    this.#pressureAt = this.#last;
     this.#tokens = Math.min(this.#capacity(), 2);
     this.#lastReportedRate = this.#rate;
   }
 
-  /** Current rate in requests per second. */
+  /** Current pacing rate in requests per second. */
   get rate(): number {
     return this.#rate;
+  }
+
+  /**
+   * The rate the key sustains for this process, as learnt from 429s (requests per second), or null
+   * before the first 429.
+   */
+  get estimate(): number | null {
+    return this.#estimate;
+  }
+
+  /** True once the estimate was measured between two 429s (no assumption about the burst left). */
+  get confirmed(): boolean {
+    return this.#confirmed;
+  }
+
+  /**
+   * How much the rate binds: the share of the last few seconds (time constant 5 s) during which
+   * requests waited for a slot, 0 to 1. Near 1 every request spent is one another caller waited for.
+   */
+  get pressure(): number {
+    this.#updatePressure(this.#now());
+    return this.#pressure;
   }
 
   /** Milliseconds left in a 429 pause (0 when none). */
@@ -101,6 +208,7 @@ export class RateGovernor {
         waiter.onAbort = () => {
           const i = this.#waiters.indexOf(waiter);
           if (i >= 0) this.#waiters.splice(i, 1);
+          this.#trackBusy(this.#now());
           reject(signal.reason);
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
@@ -111,8 +219,8 @@ export class RateGovernor {
   }
 
   /**
-   * A 429 arrived: pause every request until `retryAfterMs` (or `fallbackMs`) has passed and lower
-   * the rate. Several 429s from one burst count as one congestion event.
+   * A 429 arrived: pause every request until `retryAfterMs` (or `fallbackMs`) has passed and learn
+   * the key's rate from it. Several 429s from one burst count as one event.
    */
   onRateLimited(retryAfterMs: number | undefined, fallbackMs: number): void {
     this.rateLimited++;
@@ -121,35 +229,39 @@ export class RateGovernor {
     this.#pausedUntil = Math.max(this.#pausedUntil, now + pauseMs);
     // The pause is not idle credit: without this the refill at its end counts the whole pause and
     // releases a burst of `capacity` requests into a service that just said it has room for one.
-    // One request probes when the pause ends; the rest follow at the (lowered) rate.
+    // One request probes when the pause ends; the rest follow at the new rate.
     this.#tokens = Math.min(this.#tokens, 1);
     this.#last = Math.max(this.#last, this.#pausedUntil);
-    // Requests sent before the pause began may still come back 429: one decrease per pause.
-    if (now - this.#lastDecrease > Math.max(1000, pauseMs)) {
-      this.#lastDecrease = now;
-      this.#rate = Math.max(this.#min, this.#rate * this.#decrease);
+    // Requests sent before the pause began may still come back 429: one event per pause.
+    if (now - this.#lastEvent > Math.max(1000, pauseMs)) {
+      this.#learn(now);
       this.#lastReportedRate = this.#rate;
       this.#onChange?.({
         type: 'decrease',
         rate: this.#rate,
         pauseMs,
         retryAfter: retryAfterMs !== undefined,
+        estimate: this.#estimate,
       });
     }
     this.#schedule(this.#pausedUntil - now);
   }
 
-  /** A request got through without a 429: creep the rate up. */
+  /** A request got through without a 429: count it, and probe upward while the rate is in use. */
   onSuccess(): void {
+    this.#epochAccepted++;
+    this.#history[this.#historyCount % HISTORY] = this.#now();
+    this.#historyCount++;
     // Only a rate we are actually using says anything about the service: while requests go out
     // below the rate (nobody waits, tokens to spare), leave it alone, or a quiet hour would grow it
     // into a burst the service never agreed to.
     if (this.#waiters.length === 0 && this.#tokens >= 1) return;
-    // Slow start until the first 429 (the rate doubles per second of full use), then additive
-    // increase: +increase req/s per second of traffic at the current rate.
-    const step =
-      this.#lastDecrease === Number.NEGATIVE_INFINITY ? 1 : this.#increase / Math.max(this.#rate, 1);
-    this.#rate = Math.min(this.#max, this.#rate + step);
+    if (this.#estimate === null) {
+      // Slow start until the first 429: +1 req/s per request, the rate doubles per second of full use.
+      this.#rate = Math.min(this.#max, this.#rate + 1);
+    } else {
+      this.#rate = this.#probeRate(this.#now());
+    }
     if (this.#rate >= this.#lastReportedRate * 1.25) {
       this.#lastReportedRate = this.#rate;
       this.#onChange?.({ type: 'increase', rate: this.#rate });
@@ -164,6 +276,96 @@ export class RateGovernor {
       if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
       waiter.reject(reason);
     }
+  }
+
+  /**
+   * The rate `τ` seconds of full use after the last 429: held just under the estimate, probing above
+   * it by `probeGain` of it per second, and faster after a quiet spell (τ over `quietSeconds`, the
+   * excess growing with its square): capacity that others sharing the key gave up, or a first
+   * estimate that was too low, is found within seconds, while a key that is at its limit answers a
+   * 429 about twice a minute at most.
+   */
+  #probeRate(now: number): number {
+    const estimate = this.#estimate!;
+    const tau = (this.#busyMs + (this.#busySince === null ? 0 : now - this.#busySince)) / 1000;
+    // A slow key gets a longer quiet spell (30 requests at least), so its 429s stay rare per request.
+    const quiet = Math.max(0, tau - Math.max(this.#quietS, QUIET_REQUESTS / estimate));
+    const share = this.#hold + this.#probe * tau + this.#quietGain * quiet * quiet;
+    return Math.min(this.#max, Math.max(this.#min, estimate * share));
+  }
+
+  /** A congestion event at `now`: a new estimate, and the rate held just under it. */
+  #learn(now: number): void {
+    this.#trackBusy(now);
+    const busyMs = this.#busyMs + (this.#busySince === null ? 0 : now - this.#busySince);
+    const elapsedMs = now - this.#lastEvent;
+    const windowed = this.#windowEstimate(now);
+    if (this.#estimate === null) {
+      // A process that joins a key others already use is turned away before it has a history: it
+      // starts from a quarter of the starting rate, not from the little it got through.
+      this.#estimate = Math.max(windowed ?? 0, this.#initial * FIRST_FLOOR);
+    } else if (this.#epochAccepted < MIN_SAMPLE_REQUESTS || elapsedMs < MIN_SAMPLE_MS) {
+      // Too few requests between two 429s to measure a rate (the probe after a pause was turned
+      // away again: someone else took the refill): back off without learning.
+      this.#estimate *= SHORT_DECREASE;
+    } else {
+      // The bucket was empty at the last 429 and is again: what it accepted in between is what it
+      // refilled, unless it was full (and overflowing) for a while: then a window that began with
+      // it full says more.
+      let sample = this.#epochAccepted / (elapsedMs / 1000);
+      if (windowed !== null && windowed > sample * CAPPED) sample = windowed;
+      if (busyMs < elapsedMs / 2) {
+        // While our queue was mostly empty, what we sent measured our demand, not the key: someone
+        // else used the key, or its limit fell. Go down, but not to our demand.
+        this.#estimate = Math.min(this.#estimate, Math.max(sample, this.#estimate * IDLE_DECREASE));
+      } else {
+        this.#estimate = sample;
+        this.#confirmed = true;
+      }
+    }
+    this.#estimate = Math.min(this.#max, Math.max(this.#min, this.#estimate));
+    this.#rate = Math.min(this.#max, Math.max(this.#min, this.#estimate * this.#hold));
+    this.#lastEvent = now;
+    this.#epochAccepted = 0;
+    this.#busyMs = 0;
+    if (this.#busySince !== null) this.#busySince = now;
+  }
+
+  /**
+   * The rate from the windows of accepted requests that end now (since the last 429): each window
+   * accepted the key's burst plus its rate × the window when the bucket was full at its start and we
+   * kept it draining, so with the burst assumed (`assumedBurstSeconds` of rate) the best window gives
+   * the rate. Before the second 429 the only figure; after it, a check on an interval that began
+   * with a full bucket. Null when nothing was accepted.
+   */
+  #windowEstimate(now: number): number | null {
+    const count = Math.min(this.#historyCount, HISTORY, this.#epochAccepted);
+    let best: number | null = null;
+    for (let k = 0; k < count; k++) {
+      // The k-th latest accepted request: k + 1 requests from it to now, and about half a token
+      // the bucket held when it turned the next one away (anywhere from 0 to 1).
+      const at = this.#history[(this.#historyCount - 1 - k) % HISTORY]!;
+      const rate = (k + 1.5) / ((now - at) / 1000 + this.#assumedBurstS);
+      if (best === null || rate > best) best = rate;
+    }
+    return best;
+  }
+
+  /** Keeps the busy time (requests queued) and the pressure current. */
+  #trackBusy(now: number): void {
+    this.#updatePressure(now);
+    if (this.#waiters.length > 0) {
+      this.#busySince ??= now;
+    } else if (this.#busySince !== null) {
+      this.#busyMs += now - this.#busySince;
+      this.#busySince = null;
+    }
+  }
+
+  #updatePressure(now: number): void {
+    const decay = Math.exp(-Math.max(0, now - this.#pressureAt) / PRESSURE_TAU_MS);
+    this.#pressure = this.#pressure * decay + (this.#busySince === null ? 0 : 1 - decay);
+    this.#pressureAt = now;
   }
 
   #capacity(): number {
@@ -184,8 +386,9 @@ export class RateGovernor {
   }
 
   #pump(): void {
-    if (this.#timer) return;
     const now = this.#now();
+    this.#trackBusy(now);
+    if (this.#timer) return;
     if (now < this.#pausedUntil) {
       this.#schedule(this.#pausedUntil - now);
       return;
@@ -197,6 +400,7 @@ export class RateGovernor {
       if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
       waiter.resolve();
     }
+    this.#trackBusy(now);
     if (this.#waiters.length > 0) this.#schedule(((1 - this.#tokens) / this.#rate) * 1000);
   }
 

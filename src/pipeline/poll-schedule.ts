@@ -7,6 +7,16 @@ export const MIN_POLL_INTERVAL_MS = 2000;
 const SAMPLES = 200;
 /** Samples needed before the estimate replaces the spec's recommended interval. */
 const MIN_SAMPLES = 3;
+/** Before any job has ended, no first poll waits longer than this for the scout (below). */
+const SCOUT_CAP_MS = 30_000;
+/** Rate pressure (0..1, see RateGovernor.pressure) above which a poll is worth more than slot time. */
+const TIGHT_BUDGET = 0.5;
+
+/** Options of {@link PollScheduler}. */
+export interface PollSchedulerOptions {
+  /** How much the request budget binds now, 0 to 1 (the rate governor's pressure). @default none */
+  pressure?: () => number;
+}
 
 /**
  * When to poll each job. Holds the 2 s floor of docs/contract.md#poll-floor (never twice within `minIntervalMs` for one job,
@@ -24,10 +34,18 @@ export class PollScheduler {
   readonly #acceptedAt = new Map<string, { mono: number; serverCreated: number | null }>();
   readonly #samples: number[] = [];
   readonly #now: () => number;
+  readonly #pressure: () => number;
+  /** The largest age (since its 202, ms) at which a poll found a job still running, this run. */
+  #runningAge = 0;
 
-  constructor(minIntervalMs: number = MIN_POLL_INTERVAL_MS, now: () => number = monotonicMs) {
+  constructor(
+    minIntervalMs: number = MIN_POLL_INTERVAL_MS,
+    now: () => number = monotonicMs,
+    options: PollSchedulerOptions = {},
+  ) {
     this.#min = minIntervalMs;
     this.#now = now;
+    this.#pressure = options.pressure ?? (() => 0);
   }
 
   /** The job was just created (its `created_at` as the service said it): its clock starts. */
@@ -39,6 +57,12 @@ export class PollScheduler {
   /** A poll of the job was just answered (or failed). */
   polled(id: string): void {
     this.#lastPoll.set(id, this.#now());
+  }
+
+  /** A poll found the job still queued or processing: no job ends sooner than that, as far as we know. */
+  running(id: string): void {
+    const accepted = this.#acceptedAt.get(id);
+    if (accepted) this.#runningAge = Math.max(this.#runningAge, this.#now() - accepted.mono);
   }
 
   /** The job ended; how long it took feeds the estimate. */
@@ -65,21 +89,32 @@ export class PollScheduler {
   }
 
   /**
-   * Delay from the job's creation to its first poll. Until a few jobs have ended, the spec's
-   * recommended 2 s. Then, when the times jobs take spread over less than the floor (p10..p90), aim
-   * at p90: nearly every job is seen done by its first poll, and no schedule allowed by the floor
-   * would see them sooner on average; a wider spread aims at the median, so quick jobs are not kept
-   * waiting. Never over a minute; at once when jobs have been ending at once (a wait there holds a
-   * job slot for nothing, and the one poll a job needs is spent either way). The floor binds polls,
-   * not the submission, so quick jobs are collected quickly. A job created in an earlier run is
-   * polled at once.
+   * Delay from the job's creation to its first poll, asked again while the job waits (what the run
+   * learns meanwhile moves it). A job created in an earlier run is polled at once.
+   *
+   * Before any job has ended, the oldest jobs scout: a job is first polled at the floor, unless a
+   * job as old was seen still running, in which case it waits until it is older than that by the
+   * floor (at most 30 s): the first wave then costs about one poll a job, not one every 2 s. With one
+   * or two jobs ended, their times and the scouts' still count.
+   *
+   * Then, when the times jobs take spread over less than the floor (p10..p90), aim at p90, or p98
+   * when the request budget binds (a missed poll costs a request another job waits for, a late one
+   * only slot time): nearly every job is seen done by its first poll, and no schedule allowed by the
+   * floor would see them sooner on average; a wider spread aims at the median, so quick jobs are not
+   * kept waiting. Never over a minute; at once when jobs have been ending at once (a wait there holds
+   * a job slot for nothing, and the one poll a job needs is spent either way).
    */
   firstDelay(id: string): number {
     if (!this.#acceptedAt.has(id)) return 0;
-    if (this.#samples.length < MIN_SAMPLES) return this.#min;
+    const n = this.#samples.length;
+    if (n < MIN_SAMPLES) {
+      const scouted = n === 0 ? this.#runningAge + this.#min : Math.max(this.#runningAge, ...this.#samples);
+      return Math.max(this.#min, Math.min(SCOUT_CAP_MS, scouted));
+    }
     const sorted = [...this.#samples].sort((a, b) => a - b);
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-    const target = at(0.9) - at(0.1) <= this.#min ? at(0.9) : at(0.5);
+    const at = (q: number) => sorted[Math.min(n - 1, Math.floor(q * n))]!;
+    const tight = this.#pressure() >= TIGHT_BUDGET;
+    const target = at(0.9) - at(0.1) <= this.#min ? at(tight ? 0.98 : 0.9) : at(0.5);
     return Math.min(60_000, Math.max(0, target));
   }
 
@@ -90,13 +125,18 @@ export class PollScheduler {
 
   /**
    * Sleeps until `delay` after the job's last poll (or its creation, before the first poll), and
-   * never less than the floor after its last poll.
+   * never less than the floor after its last poll. A `delay` function is asked again after each
+   * sleep, so a first poll moves with what the run learnt while it waited.
    */
-  async waitTurn(id: string, delay: number, signal?: AbortSignal): Promise<void> {
-    const last = this.#lastPoll.get(id);
-    const base = last ?? this.#acceptedAt.get(id)?.mono ?? this.#now();
-    const at = Math.max(last === undefined ? 0 : last + this.#min, base + delay);
-    // Loop: a sleep is never shorter than asked, but be exact about the floor anyway.
-    while (this.#now() < at) await sleep(at - this.#now(), signal);
+  async waitTurn(id: string, delay: number | (() => number), signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      const last = this.#lastPoll.get(id);
+      const base = last ?? this.#acceptedAt.get(id)?.mono ?? this.#now();
+      const wanted = typeof delay === 'number' ? delay : delay();
+      const at = Math.max(last === undefined ? 0 : last + this.#min, base + wanted);
+      const now = this.#now();
+      if (now >= at) return;
+      await sleep(at - now, signal);
+    }
   }
 }

@@ -21,7 +21,7 @@ export async function pollJob(ctx: StageContext, state: ItemState, options: Poll
   const { id, fp } = state;
   const jobId = state.jobId!;
   const startedMono = monotonicMs();
-  let delay = ctx.polls.firstDelay(id);
+  let delay: number | (() => number) = () => ctx.polls.firstDelay(id);
   const beforeAttempt = async () => {
     await ctx.polls.waitTurn(id, delay, ctx.stop);
     // After a failed attempt the floor alone decides (the gate has already backed off).
@@ -59,6 +59,7 @@ export async function pollJob(ctx: StageContext, state: ItemState, options: Poll
         }
         return { kind: 'ended', status: job.status, jobId, error: job.error };
       }
+      ctx.polls.running(id);
       delay = ctx.polls.nextDelay(id);
     }
   } catch (error) {

@@ -108,7 +108,7 @@ export class RunReporter {
         requests_per_job: flow.submitted > 0 ? round(stats.api / flow.submitted, 2) : null,
         rate_limited_share: stats.api > 0 ? round(stats.rateLimited / stats.api, 4) : null,
         rate_used: round(stats.api / Math.max(durationMs / 1000, 0.001), 2),
-        rate_learnt: round(gate.rate, 2),
+        rate_learnt: round(gate.learntRate, 2),
       },
     };
     return writeReports(

@@ -12,11 +12,12 @@ import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
 import { openRunFolder } from '../state/run-folder.js';
 import type { Item, Report, ReportItem } from '../types.js';
 import { coalescedFsyncDir } from '../util/fs.js';
+import { monotonicMs } from '../util/time.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
 import { Flow } from './flow.js';
 import { type ResolvedRunOptions, type RunOptions, resolveRunOptions } from './options.js';
-import { PollScheduler } from './poll-schedule.js';
+import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
 import { createPreflighter } from './preflight/index.js';
 import { RunReporter } from './reporting.js';
 import { inShard } from './shard.js';
@@ -86,7 +87,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       client,
       gate,
       store,
-      polls: new PollScheduler(),
+      polls: new PollScheduler(MIN_POLL_INTERVAL_MS, monotonicMs, { pressure: () => governor.pressure }),
       logger,
       stop: stop.soft,
       abort: stop.hard,

@@ -84,6 +84,8 @@ export interface SandboxRequestRecord {
   hasAuthorization: boolean;
   /** The fault injected into this request, if any (`reset`, `hang`, `rate-limit`, `error`, ...). */
   fault?: string;
+  /** The job a submission created (polls name theirs in the path). */
+  jobId?: string;
 }
 
 /** One request to the result storage, with every header, so tests can assert no key reached it. */

@@ -55,21 +55,22 @@ describe('RateGovernor (fake clock)', () => {
     await advance(1);
     expect(grants.map((g) => g.at)).toEqual([1000]);
     expect(governor.pauseRemainingMs).toBe(0);
-    // Then paced at the lowered rate (50 × 0.7 = 35/s).
-    await advance(100);
-    expect(grants.map((g) => g.at)).toEqual([1000, 1029, 1058]);
+    // Then paced at the rate learnt from the 429 (no history: a quarter of 50/s, held at 0.98).
+    expect(governor.rate).toBeCloseTo(12.25, 10);
+    await advance(200);
+    expect(grants.map((g) => g.at)).toEqual([1000, 1082, 1164]);
   });
 
   it('the pause is not saved up as credit: one request probes at its end, the rest follow at the rate', async () => {
-    const { governor, grants, request, advance } = setup({ initialRate: 40, decreaseFactor: 0.5 });
+    const { governor, grants, request, advance } = setup({ initialRate: 80 });
     await advance(5000);
     governor.onRateLimited(1000, 0);
-    expect(governor.rate).toBe(20);
+    expect(governor.rate).toBeCloseTo(19.6, 10);
     for (let i = 0; i < 6; i++) void request('submit');
     await advance(1000);
     expect(grants.map((g) => g.at)).toEqual([6000]);
     await advance(1000);
-    expect(grants.map((g) => g.at)).toEqual([6000, 6050, 6100, 6150, 6200, 6250]);
+    expect(grants.map((g) => g.at)).toEqual([6000, 6052, 6103, 6154, 6205, 6256]);
   });
 
   it('without Retry-After the pause is the caller’s fallback', async () => {
@@ -110,47 +111,40 @@ describe('RateGovernor (fake clock)', () => {
     for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(490);
   });
 
-  it('decreases the rate multiplicatively on a 429, once per pause, and paces at the new rate', async () => {
-    const { governor, events, grants, request, advance } = setup({ initialRate: 10, decreaseFactor: 0.5 });
+  it('learns from a 429 once per pause: 429s of one burst are one event', async () => {
+    const { governor, events, advance } = setup({ initialRate: 10 });
     governor.onRateLimited(500, 0);
-    expect(governor.rate).toBe(5);
-    // A burst of 429s from requests already in flight: one congestion event.
+    const first = governor.rate;
+    // A burst of 429s from requests already in flight: one event, no further decrease.
     governor.onRateLimited(500, 0);
     governor.onRateLimited(undefined, 800);
     await advance(900);
     governor.onRateLimited(500, 0);
-    expect(governor.rate).toBe(5);
+    expect(governor.rate).toBe(first);
     expect(governor.rateLimited).toBe(4);
     expect(events.filter((e) => e.type === 'decrease')).toEqual([
-      { type: 'decrease', rate: 5, pauseMs: 500, retryAfter: true },
+      { type: 'decrease', rate: first, pauseMs: 500, retryAfter: true, estimate: 2.5 },
     ]);
-    // Well after that pause, a new 429 is a new congestion event.
+    // Well after that pause, a new 429 is a new event; nothing got through in between, so it
+    // measures nothing and only backs off (×0.8).
     await advance(1200);
     governor.onRateLimited(undefined, 300);
-    expect(governor.rate).toBe(2.5);
-    expect(events.at(-1)).toEqual({ type: 'decrease', rate: 2.5, pauseMs: 300, retryAfter: false });
-
-    // Paced at 2.5/s once the pause is over and the small bucket is spent.
-    for (let i = 0; i < 6; i++) void request('poll');
-    await advance(5000);
-    expect(grants).toHaveLength(6);
-    const tail = grants.slice(-3).map((g) => g.at);
-    expect((tail[2] ?? 0) - (tail[1] ?? 0)).toBe(400);
-    expect((tail[1] ?? 0) - (tail[0] ?? 0)).toBe(400);
+    expect(governor.estimate).toBeCloseTo(2, 10);
+    expect(events.at(-1)).toMatchObject({ type: 'decrease', pauseMs: 300, retryAfter: false, estimate: 2 });
+    expect(governor.confirmed).toBe(false);
   });
 
-  it('never goes below minRate', () => {
-    const { governor } = setup({ initialRate: 1, minRate: 0.5, decreaseFactor: 0.1 });
-    governor.onRateLimited(0, 0);
+  it('never goes below minRate', async () => {
+    const { governor, advance } = setup({ initialRate: 1, minRate: 0.5 });
+    for (let i = 0; i < 10; i++) {
+      governor.onRateLimited(0, 0);
+      await advance(1001);
+    }
     expect(governor.rate).toBe(0.5);
   });
 
-  it('grows only a rate in use: slow start before any 429, additive after, never past maxRate', async () => {
-    const { governor, events, request, advance } = setup({
-      initialRate: 4,
-      increasePerSecond: 1,
-      maxRate: 8,
-    });
+  it('grows only a rate in use: slow start before any 429, then the estimate probed, never past maxRate', async () => {
+    const { governor, events, request, advance } = setup({ initialRate: 4, maxRate: 8 });
     // Idle (tokens to spare): a success says nothing about what the service would take.
     governor.onSuccess();
     expect(governor.rate).toBe(4);
@@ -159,32 +153,72 @@ describe('RateGovernor (fake clock)', () => {
     await advance(0);
     governor.onSuccess();
     expect(governor.rate).toBe(5); // slow start: +1 per success, about ×2 per second of full use
-    governor.onRateLimited(0, 0);
-    const after = governor.rate;
-    expect(after).toBeCloseTo(3.5, 10);
-    governor.onSuccess();
-    // After a 429: +increase/rate per success, about +1 req/s per second of full use.
-    expect(governor.rate).toBeCloseTo(after + 1 / after, 10);
-    for (let i = 0; i < 1000; i++) governor.onSuccess();
-    expect(governor.rate).toBe(8);
-    // Reported in steps: each increase is at least 1.25× the rate last reported (up or down).
-    expect(events.filter((e) => e.type === 'increase').length).toBeGreaterThanOrEqual(2);
-    for (const [i, event] of events.entries()) {
-      if (event.type === 'increase' && i > 0)
-        expect(event.rate).toBeGreaterThanOrEqual(events[i - 1]!.rate * 1.25);
-    }
+    for (let i = 0; i < 10; i++) governor.onSuccess();
+    expect(governor.rate).toBe(8); // maxRate
+    // Reported in steps: each increase is at least 1.25× the rate last reported.
+    const increases = events.filter((e) => e.type === 'increase');
+    expect(increases.map((e) => e.rate)).toEqual([5, 7]);
   });
 
-  it('recovers speed after a decrease: successes in use raise the pace again', async () => {
-    const { governor, grants, request, advance } = setup({ initialRate: 2, increasePerSecond: 4 });
-    governor.onRateLimited(0, 0);
-    const slow = governor.rate;
-    for (let i = 0; i < 30; i++) void request('poll');
-    for (let i = 0; i < 20; i++) governor.onSuccess();
-    expect(governor.rate).toBeGreaterThan(slow * 2);
-    await advance(20_000);
-    const last = grants.slice(-2).map((g) => g.at);
-    expect((last[1] ?? 0) - (last[0] ?? 0)).toBeLessThanOrEqual(Math.ceil(1000 / governor.rate));
+  it('holds just under the estimate, probes gently, and faster after a quiet spell of full use', async () => {
+    const { governor, request, advance } = setup({
+      initialRate: 8,
+      probeGain: 0.002,
+      quietSeconds: 15,
+      quietGain: 0.01,
+    });
+    // 30 requests accepted over 3 s, then a 429: the window estimate (burst assumed 1 s, half a
+    // token left in the bucket) is (30 + 0.5) / (3 + 1) ≈ 7.6/s; the rate is held at 0.98 of it.
+    for (let i = 0; i < 30; i++) {
+      governor.onSuccess();
+      await advance(100);
+    }
+    governor.onRateLimited(1000, 0);
+    const estimate = governor.estimate!;
+    expect(estimate).toBeCloseTo(30.5 / (3 + 1), 10);
+    expect(governor.rate).toBeCloseTo(0.98 * estimate, 10);
+    // Full use (requests waiting) for 10 s: +0.2 % of the estimate per second.
+    for (let i = 0; i < 400; i++) void request('poll').catch(() => {});
+    await advance(11_000);
+    governor.onSuccess();
+    expect(governor.rate / estimate).toBeCloseTo(0.98 + 0.002 * 11, 2);
+    // Past the quiet spell the excess grows with its square: 25 s → +1 % × 10² on top.
+    await advance(14_000);
+    governor.onSuccess();
+    expect(governor.rate / estimate).toBeCloseTo(0.98 + 0.002 * 25 + 0.01 * 100, 2);
+    governor.close(new Error('done'));
+  });
+
+  it('between two 429s the accepted requests over the interval are the rate (confirmed)', async () => {
+    const { governor, request, advance } = setup({ initialRate: 8 });
+    governor.onRateLimited(1000, 0);
+    expect(governor.confirmed).toBe(false);
+    // Requests wait all along (the rate binds); 24 accepted in the 6 s to the next 429: 4/s.
+    for (let i = 0; i < 100; i++) void request('poll').catch(() => {});
+    await advance(1000);
+    for (let i = 0; i < 24; i++) {
+      await advance(5000 / 24);
+      governor.onSuccess();
+    }
+    governor.onRateLimited(1000, 0);
+    expect(governor.confirmed).toBe(true);
+    expect(governor.estimate).toBeCloseTo(4, 1);
+    expect(governor.rate).toBeCloseTo(0.98 * governor.estimate!, 10);
+    governor.close(new Error('done'));
+  });
+
+  it('a 429 after a quiet queue lowers the estimate by 15 % at most: our demand is not the key', async () => {
+    const { governor, advance } = setup({ initialRate: 8 });
+    governor.onRateLimited(1000, 0);
+    const before = governor.estimate!;
+    // 5 requests in 10 s, never waiting for a slot: then a 429 (someone else uses the key).
+    for (let i = 0; i < 5; i++) {
+      await advance(2000);
+      governor.onSuccess();
+    }
+    governor.onRateLimited(1000, 0);
+    expect(governor.estimate).toBeCloseTo(before * 0.85, 10);
+    expect(governor.confirmed).toBe(false);
   });
 
   it('an aborted waiter is rejected with the reason and gives its slot to the next one', async () => {

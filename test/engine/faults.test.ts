@@ -1,28 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Sandbox } from '../../src/sandbox/index.js';
 import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
-import { createRequests } from '../helpers/sandbox.js';
+import { assertPollFloor, createRequests, sentDuringBackoff } from '../helpers/sandbox.js';
 
 let ws: Workspace | undefined;
 afterEach(closeWorkspaces);
-
-/** Requests to the service (not storage) that arrived strictly inside a 429's back-off window. */
-function sentDuringBackoff(sandbox: Sandbox, windowMs: number, inFlightMs = 150): number {
-  const service = sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/'));
-  let violations = 0;
-  for (const limited of service.filter((r) => r.status === 429)) {
-    violations += service.filter(
-      (r) => r.at > limited.at + inFlightMs && r.at < limited.at + windowMs - 50,
-    ).length;
-  }
-  return violations;
-}
-
-function assertPollFloor(sandbox: Sandbox): void {
-  for (const [, times] of sandbox.stats.polls) {
-    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1990);
-  }
-}
 
 describe('run under service faults', () => {
   it('429 storm with Retry-After (seconds): nothing is sent in the window, polls keep the 2 s floor, all succeed', async () => {

@@ -1,6 +1,6 @@
 /** The sandbox in tests: one per test, plain-fetch requests against it, and counts from its statistics. */
 import { randomBytes } from 'node:crypto';
-import { onTestFinished } from 'vitest';
+import { expect, onTestFinished } from 'vitest';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 
 /** A key that looks like a real one (`sk_canary_` and `bytes` random bytes in hex), so a leak is easy to grep for. */
@@ -109,4 +109,23 @@ export function jobRequests(sandbox: Sandbox, since = 0): number {
   return sandbox.stats.requests
     .slice(since)
     .filter((r) => r.path.startsWith('/v1/modules') || r.path.startsWith('/v1/jobs')).length;
+}
+
+/** Requests to the service (not storage) that arrived strictly inside a 429's back-off window. */
+export function sentDuringBackoff(sandbox: Sandbox, windowMs: number, inFlightMs = 150): number {
+  const service = sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/'));
+  let violations = 0;
+  for (const limited of service.filter((r) => r.status === 429)) {
+    violations += service.filter(
+      (r) => r.at > limited.at + inFlightMs && r.at < limited.at + windowMs - 50,
+    ).length;
+  }
+  return violations;
+}
+
+/** Every two polls of one job arrived at least the 2 s floor apart (less 10 ms: each side reads its own clock). */
+export function assertPollFloor(sandbox: Sandbox): void {
+  for (const [, times] of sandbox.stats.polls) {
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(1990);
+  }
 }

@@ -70,4 +70,72 @@ describe('PollScheduler', () => {
     clearInterval(timer);
     expect(t - 1000).toBeGreaterThanOrEqual(50);
   });
+
+  it('before any job has ended the oldest jobs scout: a job as old seen running moves first polls to its age + the floor', () => {
+    const c = clock();
+    const s = new PollScheduler(2000, c.now);
+    s.accepted('scout');
+    c.set(300);
+    s.accepted('b');
+    expect(s.firstDelay('b')).toBe(2000);
+    // The scout's first poll at 2 s finds it running: nobody else polls before 4 s of age.
+    c.set(2000);
+    s.polled('scout');
+    s.running('scout');
+    expect(s.firstDelay('b')).toBe(4000);
+    c.set(4000);
+    s.polled('scout');
+    s.running('scout');
+    expect(s.firstDelay('b')).toBe(6000);
+    // A scout stuck for minutes holds nobody back beyond 30 s.
+    c.set(200_000);
+    s.polled('scout');
+    s.running('scout');
+    expect(s.firstDelay('b')).toBe(30_000);
+  });
+
+  it('with one or two jobs ended, their times and the scouts both count', () => {
+    const c = clock();
+    const s = new PollScheduler(2000, c.now);
+    s.accepted('scout');
+    c.set(4000);
+    s.polled('scout');
+    s.running('scout');
+    learn(s, c, [4700]);
+    s.accepted('b');
+    expect(s.firstDelay('b')).toBe(4700);
+    learn(s, c, [3500]);
+    expect(s.firstDelay('b')).toBe(4700);
+  });
+
+  it('aims at p98 instead of p90 while the request budget binds (a missed poll costs a request)', () => {
+    const c = clock();
+    let pressure = 0;
+    const s = new PollScheduler(2000, c.now, { pressure: () => pressure });
+    learn(
+      s,
+      c,
+      Array.from({ length: 100 }, (_, i) => 4300 + (i % 20) * 100),
+    ); // 4.3–6.2 s
+    s.accepted('x');
+    expect(s.firstDelay('x')).toBe(6100);
+    pressure = 0.9;
+    expect(s.firstDelay('x')).toBe(6200);
+  });
+
+  it('asks a delay function again after each sleep: what the run learns meanwhile moves the first poll', async () => {
+    let t = 0;
+    const s = new PollScheduler(20, () => t);
+    s.accepted('j');
+    let asked = 0;
+    const delays = [30, 60, 60];
+    const started = performance.now();
+    const timer = setInterval(() => {
+      t = performance.now() - started;
+    }, 2);
+    await s.waitTurn('j', () => delays[Math.min(asked++, delays.length - 1)]!);
+    clearInterval(timer);
+    expect(asked).toBeGreaterThanOrEqual(2);
+    expect(t).toBeGreaterThanOrEqual(60);
+  });
 });

@@ -215,6 +215,7 @@ async function handleCreate(
   }
 
   const job = ctx.jobs.create(module, style, bytes);
+  ex.record.jobId = job.id;
   const { stats } = ctx;
   const itemKey = `${createHash('sha256').update(bytes).digest('hex')}|${module}|${style ?? ''}`;
   stats.createsByItem.set(itemKey, (stats.createsByItem.get(itemKey) ?? 0) + 1);
