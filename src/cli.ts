@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { CommandDeps } from './commands/common.js';
+import { enqueueCommand } from './commands/enqueue.js';
 import { planCommand } from './commands/plan.js';
 import { reportCommand } from './commands/report.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand, sandboxHelp } from './commands/sandbox.js';
+import { statusCommand } from './commands/status.js';
 import { stylesCommand } from './commands/styles.js';
 import { EXIT, exitCodeFor, InterruptedError, KitchenError } from './errors.js';
 
@@ -15,6 +17,9 @@ Usage:
   kitchen-batch report <out-dir>             rebuild report.json/csv/html from the run's journal
   kitchen-batch styles                       print the valid style keys
   kitchen-batch sandbox [--port N] [knobs]   run the built-in service emulator in the foreground
+  kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--json]
+                                             worker mode: queue the new items in Redis (BullMQ)
+  kitchen-batch status --redis URL [--json]  worker mode: items by state, workers connected
 
 Options of run (and plan where they apply):
   --out DIR               output folder (default output/<manifest name>)
@@ -46,6 +51,8 @@ const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<nu
   report: reportCommand,
   styles: stylesCommand,
   sandbox: sandboxCommand,
+  enqueue: enqueueCommand,
+  status: statusCommand,
 };
 
 /** Runs the CLI; the one place errors become exit codes. */

@@ -54,6 +54,13 @@ export class StateError extends KitchenError {}
 /** The service refused the run (401/403) or stayed unreachable: exit 3, state saved. */
 export class ServiceRefusedError extends KitchenError {}
 
+/** The worker mode's Redis cannot be reached (or stopped answering): exit 3, as an unreachable service. */
+export class RedisUnreachableError extends KitchenError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('redis_unreachable', message, options);
+  }
+}
+
 /**
  * A downloaded result that does not decode as an image (a body cut short without any transport
  * error, or garbage behind valid magic bytes). Local evidence, not a service answer: retried like
@@ -91,7 +98,7 @@ export const EXIT = {
 /** Maps any thrown value to its exit code (docs/contract.md#exit-codes). */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof InterruptedError) return EXIT.interrupted;
-  if (error instanceof ServiceRefusedError) return EXIT.service;
+  if (error instanceof ServiceRefusedError || error instanceof RedisUnreachableError) return EXIT.service;
   if (error instanceof PartialRunError) return EXIT.partial;
   if (error instanceof UsageError || error instanceof ManifestError || error instanceof StateError) {
     return EXIT.usage;

@@ -8,6 +8,7 @@ import { createPreflighter, describePreflight } from '../pipeline/preflight/inde
 import { inShard } from '../pipeline/shard.js';
 import { loadJournal } from '../state/journal.js';
 import type { Item } from '../types.js';
+import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
 import { Spool } from '../util/spool.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
@@ -251,20 +252,4 @@ async function writeJson(out: Out, header: object, rows: AsyncIterable<PlanRow>)
   let count = 0;
   for await (const row of rows) await put(out, jsonElement(row, count++));
   await put(out, jsonTail(count));
-}
-
-/** Maps with at most `limit` calls at once, yielding results in input order. */
-async function* mapOrdered<T, R>(
-  items: AsyncIterable<T>,
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): AsyncGenerator<R> {
-  const window: Promise<R>[] = [];
-  for await (const item of items) {
-    const pending = fn(item);
-    pending.catch(() => {}); // awaited below, in order; this only keeps an early failure from being "unhandled"
-    window.push(pending);
-    if (window.length >= limit) yield await window.shift()!;
-  }
-  while (window.length > 0) yield await window.shift()!;
 }

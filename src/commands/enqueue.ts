@@ -1,0 +1,177 @@
+/**
+ * `kitchen-batch enqueue <manifest> --redis URL --out DIR` (docs/contract.md#worker-mode): plans the
+ * manifest once (each image read once for its fingerprint) and adds one BullMQ job per item that is
+ * not queued or done yet. Adding is idempotent (the job id is the item's fingerprint and id), so
+ * enqueueing again, or the same catalogue with new rows, adds only what is new.
+ */
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Redis } from 'ioredis';
+import { claimRun, ITEMS_KEY, jobIdOf, openQueue, type QueuedItem } from '../distributed/queue.js';
+import { openRedis, redactUrl, redisUrl } from '../distributed/redis.js';
+import { UsageError } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
+import { fingerprint } from '../pipeline/fingerprint.js';
+import { defaultOutDir } from '../pipeline/options.js';
+import type { Item } from '../types.js';
+import { mapOrdered } from '../util/async.js';
+import { sha256File } from '../util/fs.js';
+import type { CommandDeps } from './common.js';
+
+/** Items planned and looked up in Redis together. */
+const BATCH = 500;
+/** Images hashed at once. */
+const READERS = 8;
+
+/** What `enqueue` did. */
+export interface EnqueueCounts {
+  items: number;
+  added: number;
+  already_queued: number;
+  already_done: number;
+  /** Queued jobs of items whose row or image changed since, taken out of the queue. */
+  replaced: number;
+  rejected: number;
+}
+
+export async function enqueueCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { redis: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length !== 1) {
+    throw new UsageError('usage: kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--json]');
+  }
+  const manifestPath = positionals[0]!;
+  const url = redisUrl(values.redis, deps.env);
+  const out =
+    values.out === undefined ? defaultOutDir(deps.cwd, manifestPath) : path.resolve(deps.cwd, values.out);
+  const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
+  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
+  const connection = await openRedis(url);
+  try {
+    await claimRun(connection, url, {
+      out,
+      manifest: path.resolve(deps.cwd, manifestPath),
+      created_at: new Date().toISOString(),
+    });
+    const counts = await enqueueItems(connection, manifest.items(), (item, message) =>
+      deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
+    );
+    if (values.json) {
+      deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), out, ...counts })}\n`);
+    } else {
+      deps.stdout.write(
+        `${counts.items} items → ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
+          `${counts.already_queued} already queued, ${counts.already_done} already done` +
+          (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
+          (counts.rejected > 0 ? `, ${counts.rejected} rejected (listed above)` : '') +
+          '\n',
+      );
+    }
+    return counts.rejected > 0 ? 1 : 0;
+  } finally {
+    connection.disconnect();
+  }
+}
+
+/**
+ * Adds the items that are neither queued nor done: images are hashed eight at a time, and in
+ * batches of 500 the job ids are looked up and the new ones added in one `addBulk`. A rejected row or an
+ * image that cannot be read is reported through `reject` and not queued.
+ */
+export async function enqueueItems(
+  connection: Redis,
+  items: AsyncIterable<Item>,
+  reject: (item: Item, message: string) => void,
+): Promise<EnqueueCounts> {
+  const queue = openQueue(connection);
+  const counts: EnqueueCounts = {
+    items: 0,
+    added: 0,
+    already_queued: 0,
+    already_done: 0,
+    replaced: 0,
+    rejected: 0,
+  };
+  const flush = async (batch: Planned[]) => {
+    const ready: Array<{ jobId: string; data: QueuedItem }> = [];
+    for (const planned of batch) {
+      if ('error' in planned) {
+        counts.rejected++;
+        reject(planned.item, planned.error);
+      } else {
+        ready.push(planned);
+      }
+    }
+    const states = await Promise.all(ready.map((r) => queue.getJobState(r.jobId)));
+    const fresh = ready.filter((_, i) => states[i] === 'unknown');
+    for (const state of states) {
+      if (state === 'completed') counts.already_done++;
+      else if (state !== 'unknown') counts.already_queued++;
+    }
+    if (fresh.length > 0) {
+      // An item whose row or image changed has a new job id: its old job, if still waiting, goes.
+      const previous = await connection.hmget(ITEMS_KEY, ...fresh.map((r) => r.data.id));
+      for (const [i, old] of previous.entries()) {
+        if (old && old !== fresh[i]!.jobId && (await queue.remove(old)) === 1) counts.replaced++;
+      }
+      await connection.hset(ITEMS_KEY, Object.fromEntries(fresh.map((r) => [r.data.id, r.jobId])));
+      await queue.addBulk(
+        fresh.map((r) => ({
+          name: 'item',
+          data: r.data,
+          opts: { jobId: r.jobId, removeOnComplete: false, removeOnFail: false },
+        })),
+      );
+    }
+    counts.added += fresh.length;
+  };
+  try {
+    let batch: Planned[] = [];
+    for await (const planned of mapOrdered(items, READERS, planItem)) {
+      counts.items++;
+      batch.push(planned);
+      if (batch.length >= BATCH) {
+        await flush(batch);
+        batch = [];
+      }
+    }
+    if (batch.length > 0) await flush(batch);
+    return counts;
+  } finally {
+    await queue.close();
+  }
+}
+
+/** An item planned: its job, or why it cannot be queued. */
+type Planned = { jobId: string; data: QueuedItem } | { item: Item; error: string };
+
+/** An item's job, or why it cannot be queued. */
+async function planItem(item: Item): Promise<Planned> {
+  if (item.rejection) return { item, error: `${item.rejection.code}: ${item.rejection.message}` };
+  let sha: string;
+  try {
+    sha = await sha256File(item.imagePath);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return { item, error: `cannot read ${item.image} (${code ?? (error as Error).message})` };
+  }
+  const fp = fingerprint(item, sha);
+  return {
+    jobId: jobIdOf(item, fp),
+    data: {
+      id: item.id,
+      image: item.image,
+      imagePath: item.imagePath,
+      module: item.module,
+      style: item.style ?? null,
+      prompt: item.prompt ?? null,
+      configuration: item.configuration ?? null,
+      fp,
+      line: item.source.line,
+    },
+  };
+}

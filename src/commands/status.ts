@@ -1,0 +1,59 @@
+/**
+ * `kitchen-batch status --redis URL` (docs/contract.md#worker-mode): the worker run's items by state,
+ * and the workers Redis has seen.
+ */
+import { parseArgs } from 'node:util';
+import { openQueue, readRunMeta } from '../distributed/queue.js';
+import { openRedis, redactUrl, redisUrl } from '../distributed/redis.js';
+import { UsageError } from '../errors.js';
+import type { CommandDeps } from './common.js';
+
+/** The states `status` counts, in BullMQ's words. */
+const STATES = ['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'] as const;
+
+export async function statusCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { redis: { type: 'string' }, json: { type: 'boolean' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length > 0) throw new UsageError('usage: kitchen-batch status --redis URL [--json]');
+  const url = redisUrl(values.redis, deps.env);
+  const connection = await openRedis(url);
+  const queue = openQueue(connection);
+  try {
+    const meta = await readRunMeta(connection);
+    const counts = await queue.getJobCounts(...STATES);
+    const workers = await queue.getWorkers();
+    const seen = workers.map((w) => w.name || w.addr || w.id).filter(Boolean);
+    const total = STATES.reduce((n, state) => n + (counts[state] ?? 0), 0);
+    if (values.json) {
+      deps.stdout.write(
+        `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, workers: seen })}\n`,
+      );
+      return 0;
+    }
+    if (!meta) {
+      deps.stdout.write(
+        `${redactUrl(url)}: no run enqueued here yet (kitchen-batch enqueue <manifest> --redis URL)\n`,
+      );
+      return 0;
+    }
+    deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
+    deps.stdout.write(
+      `items: ${total}: ${
+        STATES.filter((s) => (counts[s] ?? 0) > 0)
+          .map((s) => `${counts[s]} ${s}`)
+          .join(', ') || 'none'
+      }\n`,
+    );
+    deps.stdout.write(
+      `workers: ${seen.length === 0 ? 'none connected' : `${seen.length} (${seen.join(', ')})`}\n`,
+    );
+    return 0;
+  } finally {
+    await queue.close();
+    connection.disconnect();
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Redis for the worker mode (docs/contract.md#worker-mode): where its URL comes from, and a
+ * connection that either answers PING within a deadline or fails with exit 3 and a message that
+ * names the server (never its password).
+ */
+import { Redis } from 'ioredis';
+import { RedisUnreachableError, UsageError } from '../errors.js';
+
+/** How long a command waits for Redis to answer before it gives up (exit 3). */
+const CONNECT_TIMEOUT_MS = 5000;
+
+/** The Redis URL from `--redis`, else `KITCHEN_REDIS_URL`; a usage error when neither is set or it is not redis(s)://. */
+export function redisUrl(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  const url = flag ?? (env.KITCHEN_REDIS_URL?.trim() || undefined);
+  if (!url)
+    throw new UsageError('no Redis: pass --redis URL or set KITCHEN_REDIS_URL (e.g. redis://127.0.0.1:6379)');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(
+      `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(url))}`,
+    );
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
+    throw new UsageError(
+      `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(url))}`,
+    );
+  }
+  return url;
+}
+
+/** The URL with any password replaced by `***`, for messages and logs. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}
+
+/** Options of {@link openRedis}. */
+export interface OpenRedisOptions {
+  /** Give up after this long without an answer. @default 5000 */
+  timeoutMs?: number;
+  /**
+   * For BullMQ workers' blocking connections: never fail a command for want of a connection, wait
+   * for Redis to come back instead (BullMQ requires `maxRetriesPerRequest: null` there).
+   */
+  blocking?: boolean;
+}
+
+/**
+ * Connects and PINGs. A Redis that cannot be reached within the deadline is a
+ * {@link RedisUnreachableError} (exit 3) naming the server; the half-open client is closed.
+ */
+export async function openRedis(url: string, options: OpenRedisOptions = {}): Promise<Redis> {
+  const timeoutMs = options.timeoutMs ?? CONNECT_TIMEOUT_MS;
+  let everReady = false;
+  const client: Redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    maxRetriesPerRequest: options.blocking ? null : 1,
+    // The first connection gets one attempt (a wrong URL must not hang a command); once it has
+    // worked, a lost connection is retried (a Redis restart), at most every 2 s.
+    retryStrategy: (times: number): number | null => (everReady ? Math.min(times * 200, 2000) : null),
+  });
+  client.on('ready', () => {
+    everReady = true;
+  });
+  // An error event without a listener would crash the process; the command reports it instead.
+  client.on('error', () => {});
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.connect().then(() => client.ping()),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+    return client;
+  } catch (error) {
+    client.disconnect();
+    const reason = (error as { code?: string; message?: string }).code ?? (error as Error).message;
+    throw new RedisUnreachableError(`cannot reach Redis at ${redactUrl(url)} (${reason})`, { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+}
