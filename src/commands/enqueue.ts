@@ -106,11 +106,21 @@ export async function enqueueItems(
         ready.push(planned);
       }
     }
-    const states = await Promise.all(ready.map((r) => queue.getJobState(r.jobId)));
-    const fresh = ready.filter((_, i) => states[i] === 'unknown');
-    for (const state of states) {
-      if (state === 'completed') counts.already_done++;
-      else if (state !== 'unknown') counts.already_queued++;
+    // One round trip a batch: does the job exist, and is it in the completed set.
+    const pipeline = connection.pipeline();
+    for (const r of ready) {
+      pipeline.exists(queue.toKey(r.jobId));
+      pipeline.zscore(queue.keys.completed!, r.jobId);
+    }
+    const answers = (await pipeline.exec()) ?? [];
+    const fresh: typeof ready = [];
+    for (const [i, r] of ready.entries()) {
+      const [existsError, exists] = answers[2 * i] ?? [];
+      const [scoreError, score] = answers[2 * i + 1] ?? [];
+      if (existsError || scoreError) throw existsError ?? scoreError;
+      if (exists === 0) fresh.push(r);
+      else if (score !== null) counts.already_done++;
+      else counts.already_queued++;
     }
     if (fresh.length > 0) {
       // An item whose row or image changed has a new job id: its old job, if still waiting, goes.
