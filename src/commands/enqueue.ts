@@ -8,7 +8,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { claimRun, ITEMS_KEY, jobIdOf, openQueue, type QueuedItem } from '../distributed/queue.js';
-import { openRedis, redactUrl, redisUrl } from '../distributed/redis.js';
+import { redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { fingerprint } from '../pipeline/fingerprint.js';
@@ -50,8 +50,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
     values.out === undefined ? defaultOutDir(deps.cwd, manifestPath) : path.resolve(deps.cwd, values.out);
   const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
-  const connection = await openRedis(url);
-  try {
+  return withRedis(url, async (connection) => {
     await claimRun(connection, url, {
       out,
       manifest: path.resolve(deps.cwd, manifestPath),
@@ -72,9 +71,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
       );
     }
     return counts.rejected > 0 ? 1 : 0;
-  } finally {
-    connection.disconnect();
-  }
+  });
 }
 
 /**

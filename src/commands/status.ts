@@ -3,8 +3,9 @@
  * and the workers Redis has seen.
  */
 import { parseArgs } from 'node:util';
+import type { Redis } from 'ioredis';
 import { openQueue, readRunMeta } from '../distributed/queue.js';
-import { openRedis, redactUrl, redisUrl } from '../distributed/redis.js';
+import { redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import type { CommandDeps } from './common.js';
 
@@ -20,40 +21,45 @@ export async function statusCommand(args: string[], deps: CommandDeps): Promise<
   });
   if (positionals.length > 0) throw new UsageError('usage: kitchen-batch status --redis URL [--json]');
   const url = redisUrl(values.redis, deps.env);
-  const connection = await openRedis(url);
-  const queue = openQueue(connection);
-  try {
-    const meta = await readRunMeta(connection);
-    const counts = await queue.getJobCounts(...STATES);
-    const workers = await queue.getWorkers();
-    const seen = workers.map((w) => w.name || w.addr || w.id).filter(Boolean);
-    const total = STATES.reduce((n, state) => n + (counts[state] ?? 0), 0);
-    if (values.json) {
-      deps.stdout.write(
-        `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, workers: seen })}\n`,
-      );
-      return 0;
+  return withRedis(url, async (connection) => {
+    const queue = openQueue(connection);
+    try {
+      return await report(connection, queue, url, values.json === true, deps);
+    } finally {
+      await queue.close();
     }
-    if (!meta) {
-      deps.stdout.write(
-        `${redactUrl(url)}: no run enqueued here yet (kitchen-batch enqueue <manifest> --redis URL)\n`,
-      );
-      return 0;
-    }
-    deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
+  });
+}
+
+async function report(
+  connection: Redis,
+  queue: ReturnType<typeof openQueue>,
+  url: string,
+  json: boolean,
+  deps: CommandDeps,
+): Promise<number> {
+  const meta = await readRunMeta(connection);
+  const counts = await queue.getJobCounts(...STATES);
+  const workers = await queue.getWorkers();
+  const seen = workers.map((w) => w.name || w.addr || w.id).filter(Boolean);
+  const total = STATES.reduce((n, state) => n + (counts[state] ?? 0), 0);
+  if (json) {
     deps.stdout.write(
-      `items: ${total}: ${
-        STATES.filter((s) => (counts[s] ?? 0) > 0)
-          .map((s) => `${counts[s]} ${s}`)
-          .join(', ') || 'none'
-      }\n`,
-    );
-    deps.stdout.write(
-      `workers: ${seen.length === 0 ? 'none connected' : `${seen.length} (${seen.join(', ')})`}\n`,
+      `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, workers: seen })}\n`,
     );
     return 0;
-  } finally {
-    await queue.close();
-    connection.disconnect();
   }
+  if (!meta) {
+    deps.stdout.write(
+      `${redactUrl(url)}: no run enqueued here yet (kitchen-batch enqueue <manifest> --redis URL)\n`,
+    );
+    return 0;
+  }
+  deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
+  const parts = STATES.filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
+  deps.stdout.write(`items: ${total}: ${parts.join(', ') || 'none'}\n`);
+  deps.stdout.write(
+    `workers: ${seen.length === 0 ? 'none connected' : `${seen.length} (${seen.join(', ')})`}\n`,
+  );
+  return 0;
 }

@@ -89,3 +89,31 @@ export async function openRedis(url: string, options: OpenRedisOptions = {}): Pr
     clearTimeout(timer);
   }
 }
+
+/** Whether an error from a Redis command means the connection is gone (not a bad command). */
+function lostConnection(error: unknown): boolean {
+  const e = error as { name?: string; code?: string; message?: string };
+  return (
+    e?.name === 'MaxRetriesPerRequestError' ||
+    ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(e?.code ?? '') ||
+    /Connection is closed|Stream isn't writeable|connect ETIMEDOUT/.test(e?.message ?? '')
+  );
+}
+
+/**
+ * Opens Redis, runs `task` on the connection and disconnects. A connection lost while it runs is a
+ * {@link RedisUnreachableError} (exit 3) naming the server, like one that never answered.
+ */
+export async function withRedis<T>(url: string, task: (connection: Redis) => Promise<T>): Promise<T> {
+  const connection = await openRedis(url);
+  try {
+    return await task(connection);
+  } catch (error) {
+    if (error instanceof RedisUnreachableError || !lostConnection(error)) throw error;
+    throw new RedisUnreachableError(`lost Redis at ${redactUrl(url)} (${(error as Error).message})`, {
+      cause: error,
+    });
+  } finally {
+    connection.disconnect();
+  }
+}

@@ -9,7 +9,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
 import { QUEUE_NAME } from '../../src/distributed/queue.js';
-import { EXIT } from '../../src/errors.js';
+import { withRedis } from '../../src/distributed/redis.js';
+import { EXIT, RedisUnreachableError } from '../../src/errors.js';
 import { textSink } from '../helpers/cli.js';
 import { kitchenJpeg } from '../helpers/images.js';
 import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
@@ -151,6 +152,23 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
     expect(status.stdout).toContain(`→ ${c.out}`);
     expect(status.stdout).toContain('items: 2: 2 waiting');
     expect(status.stdout).toContain('workers: none connected');
+  });
+});
+
+describe.skipIf(!HAS_REDIS)('Redis lost while a command runs', () => {
+  it('is exit 3 (RedisUnreachableError naming the server), not an unexpected error', async () => {
+    const lost = await startRedis();
+    try {
+      const failure = withRedis(lost.url, async (connection) => {
+        await connection.set('before', '1');
+        await lost.stop();
+        return connection.get('before');
+      });
+      await expect(failure).rejects.toBeInstanceOf(RedisUnreachableError);
+      await expect(failure).rejects.toThrow(`lost Redis at ${lost.url}`);
+    } finally {
+      await lost.stop();
+    }
   });
 });
 
