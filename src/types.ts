@@ -103,8 +103,12 @@ export interface RunStats {
   rate_limited_share?: number | null;
   /** API requests per second over the run. */
   rate_used?: number;
-  /** The request rate the governor had learnt at the end (requests per second). */
+  /** The rate the key sustains as the governor learnt it from 429s (requests per second). */
   rate_learnt?: number;
+  /** Polls per job polled in this run; null when none was. */
+  polls_per_job?: number | null;
+  /** Share of the jobs polled in this run whose first poll saw them ended (0 to 1); null when none was. */
+  first_poll_hit_share?: number | null;
 }
 
 /** report.json (contract), with the extra `stats` object. */

@@ -37,6 +37,10 @@ export class PollScheduler {
   readonly #pressure: () => number;
   /** The largest age (since its 202, ms) at which a poll found a job still running, this run. */
   #runningAge = 0;
+  /** Jobs polled once so far (a poll that sees them ended is a first-poll hit). */
+  readonly #firstOnly = new Set<string>();
+  /** Jobs polled in this run, polls sent (answered or failed), and jobs whose first poll saw the end. */
+  readonly stats = { jobs: 0, polls: 0, firstHits: 0 };
 
   constructor(
     minIntervalMs: number = MIN_POLL_INTERVAL_MS,
@@ -56,11 +60,19 @@ export class PollScheduler {
 
   /** A poll of the job was just answered (or failed). */
   polled(id: string): void {
+    this.stats.polls++;
+    if (this.#lastPoll.has(id)) {
+      this.#firstOnly.delete(id);
+    } else {
+      this.stats.jobs++;
+      this.#firstOnly.add(id);
+    }
     this.#lastPoll.set(id, this.#now());
   }
 
   /** A poll found the job still queued or processing: no job ends sooner than that, as far as we know. */
   running(id: string): void {
+    this.#firstOnly.delete(id);
     const accepted = this.#acceptedAt.get(id);
     if (accepted) this.#runningAge = Math.max(this.#runningAge, this.#now() - accepted.mono);
   }
@@ -68,6 +80,7 @@ export class PollScheduler {
   /** The job ended; how long it took feeds the estimate. */
   ended(id: string, job: { updatedAt: string | null; processingTimeMs: number | null }): void {
     const accepted = this.#acceptedAt.get(id);
+    if (this.#firstOnly.delete(id)) this.stats.firstHits++;
     this.#lastPoll.delete(id);
     this.#acceptedAt.delete(id);
     const updated = job.updatedAt ? Date.parse(job.updatedAt) : Number.NaN;

@@ -22,6 +22,8 @@ export interface ReporterDeps {
   states: StateLookup;
   store: ItemStore;
   gate: ServiceGate;
+  /** Poll counts of this run (PollScheduler.stats). */
+  polls: { readonly jobs: number; readonly polls: number; readonly firstHits: number };
   flow: { readonly counts: Readonly<FlowCounts>; readonly submitted: number };
   emit: (event: RunEvent) => void;
   /** Write report.html with the final report. */
@@ -88,7 +90,7 @@ export class RunReporter {
 
   /** Writes report.json and report.csv (and report.html when `final` and asked for). */
   async write(final: boolean): Promise<WrittenReport> {
-    const { outDir, plan, states, gate, flow } = this.#deps;
+    const { outDir, plan, states, gate, flow, polls } = this.#deps;
     const stats = gate.stats;
     const durationMs = Math.round(monotonicMs() - this.#startedMono);
     const round = (value: number, places: number) => Number(value.toFixed(places));
@@ -109,6 +111,8 @@ export class RunReporter {
         rate_limited_share: stats.api > 0 ? round(stats.rateLimited / stats.api, 4) : null,
         rate_used: round(stats.api / Math.max(durationMs / 1000, 0.001), 2),
         rate_learnt: round(gate.learntRate, 2),
+        polls_per_job: polls.jobs > 0 ? round(polls.polls / polls.jobs, 2) : null,
+        first_poll_hit_share: polls.jobs > 0 ? round(polls.firstHits / polls.jobs, 4) : null,
       },
     };
     return writeReports(

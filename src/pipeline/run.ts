@@ -127,6 +127,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       states: store,
       store,
       gate,
+      polls: ctx.polls.stats,
       flow,
       emit,
     });

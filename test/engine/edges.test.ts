@@ -70,6 +70,13 @@ describe('run: edge cases of the service', () => {
     expect(stats.requests_per_job).toBeCloseTo(service.length / 4, 2);
     expect(stats.rate_used).toBeCloseTo(service.length / (stats.duration_ms / 1000), 1);
     expect(stats.rate_learnt).toBeGreaterThan(0);
+    // Polls: what the sandbox answered on /v1/jobs per job, and the jobs its first poll saw done.
+    const polls = service.filter((r) => r.method === 'GET' && r.path.startsWith('/v1/jobs/'));
+    const perJob = new Map<string, number>();
+    for (const r of polls) perJob.set(r.path, (perJob.get(r.path) ?? 0) + 1);
+    expect(stats.polls_per_job).toBeCloseTo(polls.length / perJob.size, 2);
+    expect(stats.first_poll_hit_share).toBeGreaterThanOrEqual(0);
+    expect(stats.first_poll_hit_share).toBeLessThanOrEqual(1);
     const log = await readFile(path.join(ws.out, 'run.log'), 'utf8');
     const end = log.split('\n').find((line) => line.includes('"event":"run_end"'))!;
     expect(JSON.parse(end).stats).toMatchObject({ api_requests: service.length, rate_limited: limited });

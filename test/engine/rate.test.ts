@@ -44,5 +44,8 @@ describe('run on a rate-limited key', () => {
     const stats = (await ws.report()).run.stats!;
     expect(Math.abs((stats.rate_learnt ?? 0) / rps - 1)).toBeLessThan(0.15);
     expect(stats.rate_limited).toBe(limited.length);
+    // About one poll a job: the first wave scouted, the rest placed at the 90th/98th percentile.
+    expect(stats.polls_per_job).toBeLessThan(1.3);
+    expect(stats.first_poll_hit_share).toBeGreaterThan(0.7);
   });
 });

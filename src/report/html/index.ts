@@ -169,6 +169,19 @@ export function buildHeader(report: Report): HeaderModel {
                   ? `${(100 * stats.rate_limited_share).toFixed(1)} %`
                   : '—',
             },
+            {
+              key: 'polls_per_job',
+              label: 'Polls per job',
+              value: typeof stats.polls_per_job === 'number' ? stats.polls_per_job.toFixed(2) : '—',
+            },
+            {
+              key: 'first_poll_hit_share',
+              label: 'Done at first poll',
+              value:
+                typeof stats.first_poll_hit_share === 'number'
+                  ? `${(100 * stats.first_poll_hit_share).toFixed(0)} %`
+                  : '—',
+            },
           ]),
     ],
   };
