@@ -6,7 +6,11 @@
  * with a burst of 10 (429 + Retry-After in seconds), concurrency 16. Then a client-overhead
  * scenario: no rate limit, instant processing, the same 200 images, concurrency 16. Then the
  * request-budget scenario of issue 12: 60 jobs, 5 req/s with a burst of 5, 4 ± 1 s plus 250 ms
- * queued, concurrency 16: the rate limit, not the slots, bounds it.
+ * queued, concurrency 16: the rate limit, not the slots, bounds it. Then one key shared by four
+ * `--shard` CLI processes (child processes, 30 items each, 8 req/s burst 8), and one process on the
+ * same work: 429 share, the key's rate used, and each process's share (counted from the sandbox's
+ * request log by job id). `BENCH_ENGINE_SCENARIOS=3,4` runs only those scenarios (default 1,2,3,4);
+ * `BENCH_KEEP=1` keeps the temporary folder (run.log of each process).
  *
  * The ideal bound (see {@link idealBound}) is what a perfect client could do with these settings:
  * every job slot busy from submit to the job's end, one poll landing exactly at the end, and the
