@@ -8,7 +8,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { claimRun, ITEMS_KEY, jobIdOf, openQueue, type QueuedItem } from '../distributed/queue.js';
-import { redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
+import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { fingerprint } from '../pipeline/fingerprint.js';
@@ -51,6 +51,8 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
   const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
   return withRedis(url, async (connection) => {
+    for (const warning of await persistenceWarnings(connection, url))
+      deps.stderr.write(`warning: ${warning}\n`);
     await claimRun(connection, url, {
       out,
       manifest: path.resolve(deps.cwd, manifestPath),

@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { openQueue, readRunMeta } from '../distributed/queue.js';
-import { redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
+import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import type { CommandDeps } from './common.js';
 
@@ -22,6 +22,8 @@ export async function statusCommand(args: string[], deps: CommandDeps): Promise<
   if (positionals.length > 0) throw new UsageError('usage: kitchen-batch status --redis URL [--json]');
   const url = redisUrl(values.redis, deps.env);
   return withRedis(url, async (connection) => {
+    for (const warning of await persistenceWarnings(connection, url))
+      deps.stderr.write(`warning: ${warning}\n`);
     const queue = openQueue(connection);
     try {
       return await report(connection, queue, url, values.json === true, deps);

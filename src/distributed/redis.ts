@@ -117,3 +117,38 @@ export async function withRedis<T>(url: string, task: (connection: Redis) => Pro
     connection.disconnect();
   }
 }
+
+/**
+ * What in Redis's own settings puts the worker mode's state at risk (docs/contract.md#worker-mode):
+ * AOF off (a restart loses queued items and job ids) or a maxmemory policy that evicts keys. Empty
+ * when all is well, or when Redis does not let us read its settings (managed services often refuse
+ * CONFIG): then nothing can be said.
+ */
+export async function persistenceWarnings(connection: Redis, url: string): Promise<string[]> {
+  let settings: string[];
+  try {
+    settings = [
+      ...((await connection.config('GET', 'appendonly')) as string[]),
+      ...((await connection.config('GET', 'maxmemory-policy')) as string[]),
+    ];
+  } catch {
+    return [];
+  }
+  const value = (name: string) => settings[settings.indexOf(name) + 1];
+  const warnings: string[] = [];
+  const where = redactUrl(url);
+  if (value('appendonly') === 'no') {
+    warnings.push(
+      `Redis at ${where} runs without AOF (appendonly no): a restart can lose queued items and job ids; ` +
+        'run it with --appendonly yes (docs/contract.md#worker-mode)',
+    );
+  }
+  const policy = value('maxmemory-policy');
+  if (policy !== undefined && policy !== 'noeviction') {
+    warnings.push(
+      `Redis at ${where} evicts keys under memory pressure (maxmemory-policy ${policy}): queued items can vanish; ` +
+        'use noeviction (docs/contract.md#worker-mode)',
+    );
+  }
+  return warnings;
+}

@@ -155,6 +155,27 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
   });
 });
 
+describe.skipIf(!HAS_REDIS)("Redis's own settings", () => {
+  it('enqueue and status warn when AOF is off (a restart would lose the queue), and not when it is on', async () => {
+    const bare = await startRedis({ aof: false });
+    try {
+      const c = await catalogue(1);
+      const result = await cli(['enqueue', c.manifest, '--redis', bare.url, '--out', c.out]);
+      expect(result.code).toBe(0);
+      expect(result.stderr).toContain(`warning: Redis at ${bare.url} runs without AOF (appendonly no)`);
+      expect((await cli(['status', '--redis', bare.url])).stderr).toContain('runs without AOF');
+      const good = await startRedis();
+      try {
+        expect((await cli(['status', '--redis', good.url])).stderr).toBe('');
+      } finally {
+        await good.stop();
+      }
+    } finally {
+      await bare.stop();
+    }
+  });
+});
+
 describe.skipIf(!HAS_REDIS)('Redis lost while a command runs', () => {
   it('is exit 3 (RedisUnreachableError naming the server), not an unexpected error', async () => {
     const lost = await startRedis();

@@ -48,22 +48,12 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function launch(port: number, dir: string): Promise<ChildProcess> {
+async function launch(port: number, dir: string, aof: boolean): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
     [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      dir,
-      '--appendonly',
-      'yes',
-      '--save',
-      '',
-      '--daemonize',
-      'no',
+      ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no'],
+      ...['--appendonly', aof ? 'yes' : 'no'],
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -95,11 +85,12 @@ async function halt(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Starts a Redis for one test file or test. */
-export async function startRedis(): Promise<TestRedis> {
+/** Starts a Redis for one test file or test (AOF on unless `aof: false`). */
+export async function startRedis(options: { aof?: boolean } = {}): Promise<TestRedis> {
+  const aof = options.aof ?? true;
   const dir = await mkdtemp(path.join(tmpdir(), 'kb-redis-'));
   const port = await freePort();
-  let child = await launch(port, dir);
+  let child = await launch(port, dir, aof);
   const redis: TestRedis = {
     url: `redis://127.0.0.1:${port}`,
     port,
@@ -111,7 +102,7 @@ export async function startRedis(): Promise<TestRedis> {
     },
     restart: async () => {
       await halt(child);
-      child = await launch(port, dir);
+      child = await launch(port, dir, aof);
       redis.pid = child.pid!;
     },
   };
