@@ -1,11 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type { CommandDeps } from './commands/common.js';
-import { enqueueCommand } from './commands/enqueue.js';
 import { planCommand } from './commands/plan.js';
 import { reportCommand } from './commands/report.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand, sandboxHelp } from './commands/sandbox.js';
-import { statusCommand } from './commands/status.js';
 import { stylesCommand } from './commands/styles.js';
 import { EXIT, exitCodeFor, InterruptedError, KitchenError } from './errors.js';
 
@@ -51,8 +49,9 @@ const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<nu
   report: reportCommand,
   styles: stylesCommand,
   sandbox: sandboxCommand,
-  enqueue: enqueueCommand,
-  status: statusCommand,
+  // The worker-mode commands load BullMQ and ioredis only when used (about 20 MB a run would carry).
+  enqueue: async (args, deps) => (await import('./commands/enqueue.js')).enqueueCommand(args, deps),
+  status: async (args, deps) => (await import('./commands/status.js')).statusCommand(args, deps),
 };
 
 /** Runs the CLI; the one place errors become exit codes. */
