@@ -176,20 +176,39 @@ export async function benchEngine(): Promise<void> {
   }
 }
 
+/** A rate-limited service as the scenarios set it up: its timing and its token bucket. */
+interface LimitedService {
+  processingMs: number;
+  jitterMs: number;
+  queuedMs: number;
+  rps: number;
+  burst: number;
+}
+
+/** The sandbox for a {@link LimitedService}: 429 with Retry-After in seconds on an empty bucket. */
+function limitedSandbox(s: LimitedService): SandboxOptions {
+  return {
+    processingMs: s.processingMs,
+    jitterMs: s.jitterMs,
+    queuedMs: s.queuedMs,
+    maxJobs: 10_000,
+    faults: { rateLimit: { rps: s.rps, burst: s.burst }, retryAfter: 'seconds' },
+  };
+}
+
+/** "processing 4 ± 1 s (+0.25 s queued), rate limit 5 req/s burst 5". */
+function describeService(s: LimitedService): string {
+  return (
+    `processing ${s.processingMs / 1000} ± ${s.jitterMs / 1000} s (+${s.queuedMs / 1000} s queued), ` +
+    `rate limit ${s.rps} req/s burst ${s.burst}`
+  );
+}
+
 /** Scenario (1) of issue 4: rate limited, processing 4 ± 1 s. */
 async function rateLimitedScenario(dir: string, manifest: string, naiveItems: NaiveItem[]): Promise<void> {
-  const limited: SandboxOptions = {
-    processingMs: LIMITED.processingMs,
-    jitterMs: LIMITED.jitterMs,
-    queuedMs: LIMITED.queuedMs,
-    maxJobs: 10_000,
-    faults: { rateLimit: { rps: LIMITED.rps, burst: LIMITED.burst }, retryAfter: 'seconds' },
-  };
+  const limited = limitedSandbox(LIMITED);
   const ideal = idealBound({ jobs: JOBS, concurrency: CONCURRENCY, ...LIMITED });
-  console.log(
-    `\n[1] processing ${LIMITED.processingMs / 1000} ± ${LIMITED.jitterMs / 1000} s (+${LIMITED.queuedMs / 1000} s queued), ` +
-      `rate limit ${LIMITED.rps} req/s burst ${LIMITED.burst}, Retry-After in seconds`,
-  );
+  console.log(`\n[1] ${describeService(LIMITED)}, Retry-After in seconds`);
   const ours = await measureOurs(limited, manifest, path.join(dir, 'out-ours'), LIMITED.queuedMs);
   const naive = await measureNaive(limited, naiveItems, path.join(dir, 'out-naive'), LIMITED.queuedMs);
   const row = (name: string, m: Measured): string[] => [
@@ -372,18 +391,9 @@ async function budgetScenario(dir: string, manifest: string, naiveItems: NaiveIt
   const lines = (await readFile(manifest, 'utf8')).split('\n').filter(Boolean).slice(0, jobs);
   const budgetManifest = path.join(dir, 'budget.jsonl');
   await writeFile(budgetManifest, `${lines.join('\n')}\n`);
-  const options: SandboxOptions = {
-    processingMs: service.processingMs,
-    jitterMs: service.jitterMs,
-    queuedMs: service.queuedMs,
-    maxJobs: 10_000,
-    faults: { rateLimit: { rps: service.rps, burst: service.burst }, retryAfter: 'seconds' },
-  };
+  const options = limitedSandbox(service);
   const ideal = idealBound({ jobs, concurrency: CONCURRENCY, ...service });
-  console.log(
-    `\n[3] request budget: ${jobs} jobs, processing ${service.processingMs / 1000} ± ${service.jitterMs / 1000} s ` +
-      `(+${service.queuedMs / 1000} s queued), rate limit ${service.rps} req/s burst ${service.burst}, concurrency ${CONCURRENCY}`,
-  );
+  console.log(`\n[3] request budget: ${jobs} jobs, ${describeService(service)}, concurrency ${CONCURRENCY}`);
   const ours = await measureOurs(
     options,
     budgetManifest,
@@ -611,19 +621,12 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
   }
   const sharedManifest = path.join(dir, 'shared.jsonl');
   await writeFile(sharedManifest, `${rows.join('\n')}\n`);
-  const options: SandboxOptions = {
-    processingMs: service.processingMs,
-    jitterMs: service.jitterMs,
-    queuedMs: service.queuedMs,
-    maxJobs: 10_000,
-    faults: { rateLimit: { rps: service.rps, burst: service.burst }, retryAfter: 'seconds' },
-  };
+  const options = limitedSandbox(service);
   const idealFor = (count: number) => idealBound({ jobs, concurrency: CONCURRENCY * count, ...service });
   const ideal = idealFor(processes);
   console.log(
     `\n[4] one key, ${processes} processes (--shard k/${processes}, ${perShard} items each, concurrency ${CONCURRENCY} each): ` +
-      `${jobs} jobs, processing ${service.processingMs / 1000} ± ${service.jitterMs / 1000} s (+${service.queuedMs / 1000} s queued), ` +
-      `rate limit ${service.rps} req/s burst ${service.burst}; then one process on the same work`,
+      `${jobs} jobs, ${describeService(service)}; then one process on the same work`,
   );
   const runs: Array<{
     name: string;

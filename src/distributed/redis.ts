@@ -14,15 +14,11 @@ export function redisUrl(flag: string | undefined, env: NodeJS.ProcessEnv): stri
   const url = flag ?? (env.KITCHEN_REDIS_URL?.trim() || undefined);
   if (!url)
     throw new UsageError('no Redis: pass --redis URL or set KITCHEN_REDIS_URL (e.g. redis://127.0.0.1:6379)');
-  let parsed: URL;
+  let protocol: string | undefined;
   try {
-    parsed = new URL(url);
-  } catch {
-    throw new UsageError(
-      `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(url))}`,
-    );
-  }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
+    protocol = new URL(url).protocol;
+  } catch {}
+  if (protocol !== 'redis:' && protocol !== 'rediss:') {
     throw new UsageError(
       `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(url))}`,
     );

@@ -78,19 +78,19 @@ describe('PollScheduler', () => {
     c.set(300);
     s.accepted('b');
     expect(s.firstDelay('b')).toBe(2000);
+    /** A poll of the scout at `t` finds it still running. */
+    const scoutRunningAt = (t: number) => {
+      c.set(t);
+      s.polled('scout');
+      s.running('scout');
+    };
     // The scout's first poll at 2 s finds it running: nobody else polls before 4 s of age.
-    c.set(2000);
-    s.polled('scout');
-    s.running('scout');
+    scoutRunningAt(2000);
     expect(s.firstDelay('b')).toBe(4000);
-    c.set(4000);
-    s.polled('scout');
-    s.running('scout');
+    scoutRunningAt(4000);
     expect(s.firstDelay('b')).toBe(6000);
     // A scout stuck for minutes holds nobody back beyond 30 s.
-    c.set(200_000);
-    s.polled('scout');
-    s.running('scout');
+    scoutRunningAt(200_000);
     expect(s.firstDelay('b')).toBe(30_000);
   });
 

@@ -115,6 +115,16 @@ function perSecond(value: number | undefined): string {
   return typeof value === 'number' ? `${value.toFixed(value < 10 ? 2 : 1)}/s` : '—';
 }
 
+/** A figure with `digits` decimals, or a dash when the run has none. */
+function fixed(value: number | null | undefined, digits: number): string {
+  return typeof value === 'number' ? value.toFixed(digits) : '—';
+}
+
+/** A share (0 to 1) as a percentage with `digits` decimals, or a dash when the run has none. */
+function percent(value: number | null | undefined, digits: number): string {
+  return typeof value === 'number' ? `${(100 * value).toFixed(digits)} %` : '—';
+}
+
 /** The header's figures: totals from report.json, timing from `run.stats` or, without it, from the items. */
 export function buildHeader(report: Report): HeaderModel {
   const { run } = report;
@@ -159,28 +169,14 @@ export function buildHeader(report: Report): HeaderModel {
             {
               key: 'requests_per_job',
               label: 'API requests per job',
-              value: typeof stats.requests_per_job === 'number' ? stats.requests_per_job.toFixed(2) : '—',
+              value: fixed(stats.requests_per_job, 2),
             },
-            {
-              key: 'rate_limited_share',
-              label: '429 share',
-              value:
-                typeof stats.rate_limited_share === 'number'
-                  ? `${(100 * stats.rate_limited_share).toFixed(1)} %`
-                  : '—',
-            },
-            {
-              key: 'polls_per_job',
-              label: 'Polls per job',
-              value: typeof stats.polls_per_job === 'number' ? stats.polls_per_job.toFixed(2) : '—',
-            },
+            { key: 'rate_limited_share', label: '429 share', value: percent(stats.rate_limited_share, 1) },
+            { key: 'polls_per_job', label: 'Polls per job', value: fixed(stats.polls_per_job, 2) },
             {
               key: 'first_poll_hit_share',
               label: 'Done at first poll',
-              value:
-                typeof stats.first_poll_hit_share === 'number'
-                  ? `${(100 * stats.first_poll_hit_share).toFixed(0)} %`
-                  : '—',
+              value: percent(stats.first_poll_hit_share, 0),
             },
           ]),
     ],
