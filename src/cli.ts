@@ -17,7 +17,11 @@ Usage:
   kitchen-batch sandbox [--port N] [knobs]   run the built-in service emulator in the foreground
   kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--json]
                                              worker mode: queue the new items in Redis (BullMQ)
-  kitchen-batch status --redis URL [--json]  worker mode: items by state, workers connected
+  kitchen-batch status --redis URL [--json]  worker mode: items by state, rate in use, workers connected
+  kitchen-batch worker --redis URL [--concurrency N] [--until-drained] [--max-rate R]
+                                             worker mode: work on the queued items (any number of
+                                             workers, one rate for the key); --stall-timeout S,
+                                             --grace S, --job-timeout S, --keep-metadata, --max-side PX
 
 Options of run (and plan where they apply):
   --out DIR               output folder (default output/<manifest name>)
@@ -52,6 +56,7 @@ const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<nu
   // The worker-mode commands load BullMQ and ioredis only when used (about 20 MB a run would carry).
   enqueue: async (args, deps) => (await import('./commands/enqueue.js')).enqueueCommand(args, deps),
   status: async (args, deps) => (await import('./commands/status.js')).statusCommand(args, deps),
+  worker: async (args, deps) => (await import('./commands/worker.js')).workerCommand(args, deps),
 };
 
 /** Runs the CLI; the one place errors become exit codes. */

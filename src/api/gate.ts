@@ -2,7 +2,7 @@ import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { monotonicMs, sleep } from '../util/time.js';
 import { ApiError } from './errors.js';
-import type { Priority, RateGovernor } from './governor.js';
+import type { Priority, RateLimiter } from './governor.js';
 import {
   backoffDelay,
   isRetryable,
@@ -59,7 +59,7 @@ const PRIORITY: Record<Exclude<RequestKind, 'download'>, Priority> = {
  */
 export class ServiceGate {
   readonly stats: ServiceStats = { requests: 0, api: 0, retries: 0, rateLimited: 0, successes: 0 };
-  readonly #governor: RateGovernor;
+  readonly #governor: RateLimiter;
   readonly #retry: RetryOptions;
   readonly #unreachableMs: number;
   readonly #logger: Logger;
@@ -68,7 +68,7 @@ export class ServiceGate {
   #lastAliveAt = Number.NEGATIVE_INFINITY;
   #consecutive429 = 0;
 
-  constructor(governor: RateGovernor, logger: Logger, options: GateOptions = {}) {
+  constructor(governor: RateLimiter, logger: Logger, options: GateOptions = {}) {
     this.#governor = governor;
     this.#retry = options.retry ?? {};
     this.#unreachableMs = options.unreachableMs ?? 120_000;
@@ -100,8 +100,9 @@ export class ServiceGate {
     const retryable = (error: unknown) => !signal?.aborted && isRetryable(error, kind);
     const gated = async () => {
       await options.beforeAttempt?.();
+      let ticket: unknown;
       if (kind === 'download') await this.#governor.waitForPause(signal);
-      else await this.#governor.acquire(PRIORITY[kind], signal);
+      else ticket = await this.#governor.acquire(PRIORITY[kind], signal);
       this.stats.requests++;
       if (kind !== 'download') this.stats.api++;
       try {
@@ -112,7 +113,7 @@ export class ServiceGate {
         if (kind !== 'download') this.#governor.onSuccess();
         return result;
       } catch (error) {
-        this.#observe(error);
+        this.#observe(error, ticket);
         throw error;
       }
     };
@@ -155,7 +156,7 @@ export class ServiceGate {
   }
 
   /** What a failed attempt tells about the service: a 429 pauses everyone; a 4xx proves it is up. */
-  #observe(error: unknown): void {
+  #observe(error: unknown, ticket: unknown): void {
     if (!(error instanceof ApiError)) return;
     if (error.rateLimited) {
       this.stats.rateLimited++;
@@ -170,7 +171,7 @@ export class ServiceGate {
           'Retry-After is absurdly long; waiting the cap instead',
         );
       }
-      this.#governor.onRateLimited(retryAfter, fallback);
+      this.#governor.onRateLimited(retryAfter, fallback, ticket);
     } else if (error.kind === 'http' && (error.status ?? 500) < 500) {
       this.#lastAliveAt = monotonicMs();
     }

@@ -52,6 +52,31 @@ export type GovernorEvent =
     }
   | { type: 'increase'; rate: number };
 
+/**
+ * What the {@link ServiceGate} needs of a rate limit: the one process's {@link RateGovernor}, or the
+ * worker mode's rate shared by every worker through Redis (`src/distributed/rate.ts`).
+ */
+export interface RateLimiter {
+  /** The request rate allowed now, per second. */
+  readonly rate: number;
+  /** What the key sustains as learnt from 429s, per second; null before the first 429. */
+  readonly estimate: number | null;
+  /** How much the rate binds now, 0 to 1 (see {@link RateGovernor.pressure}). */
+  readonly pressure: number;
+  /** Milliseconds left in a 429 pause (0 when none). */
+  readonly pauseRemainingMs: number;
+  /** Waits out a 429 pause without taking a slot. */
+  waitForPause(signal?: AbortSignal): Promise<void>;
+  /** Waits for a slot to send one request; resolves with a ticket that {@link onRateLimited} takes back. */
+  acquire(priority: Priority, signal?: AbortSignal): Promise<unknown>;
+  /** The request of `ticket` was answered 429: pause every request, learn. */
+  onRateLimited(retryAfterMs: number | undefined, fallbackMs: number, ticket?: unknown): void;
+  /** A request got through without a 429. */
+  onSuccess(): void;
+  /** Stops timers and rejects the waiters (shutdown). */
+  close(reason: unknown): void;
+}
+
 interface Waiter {
   priority: Priority;
   resolve: () => void;
@@ -107,7 +132,7 @@ const IDLE_DECREASE = 0.85;
  *
  * Polls are served before submissions.
  */
-export class RateGovernor {
+export class RateGovernor implements RateLimiter {
   #rate: number;
   #tokens: number;
   #last: number;

@@ -7,7 +7,16 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
-import { claimRun, ITEMS_KEY, jobIdOf, openQueue, type QueuedItem } from '../distributed/queue.js';
+import {
+  claimRun,
+  ITEM_ATTEMPTS,
+  ITEM_BACKOFF_MS,
+  ITEMS_KEY,
+  jobIdOf,
+  ORDER_KEY,
+  openQueue,
+  type QueuedItem,
+} from '../distributed/queue.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
@@ -31,6 +40,8 @@ export interface EnqueueCounts {
   already_done: number;
   /** Queued jobs of items whose row or image changed since, taken out of the queue. */
   replaced: number;
+  /** Items that had ended incomplete (the queue's failed set), put back to be tried again. */
+  retried: number;
   rejected: number;
 }
 
@@ -68,6 +79,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
         `${counts.items} items → ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
           `${counts.already_queued} already queued, ${counts.already_done} already done` +
           (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
+          (counts.retried > 0 ? `, ${counts.retried} retried (had ended incomplete)` : '') +
           (counts.rejected > 0 ? `, ${counts.rejected} rejected (listed above)` : '') +
           '\n',
       );
@@ -93,6 +105,7 @@ export async function enqueueItems(
     already_queued: 0,
     already_done: 0,
     replaced: 0,
+    retried: 0,
     rejected: 0,
   };
   const flush = async (batch: Planned[]) => {
@@ -105,21 +118,45 @@ export async function enqueueItems(
         ready.push(planned);
       }
     }
-    // One round trip a batch: does the job exist, and is it in the completed set.
+    // The report's order: an item keeps the place of its first enqueue.
+    if (ready.length > 0) {
+      const last = await connection.incrby(`${ORDER_KEY}:seq`, ready.length);
+      await connection.zadd(
+        ORDER_KEY,
+        'NX',
+        ...ready.flatMap((r, i) => [last - ready.length + i + 1, r.data.id]),
+      );
+    }
+    // One round trip a batch: does the job exist, is it in the completed set, in the failed set.
     const pipeline = connection.pipeline();
     for (const r of ready) {
       pipeline.exists(queue.toKey(r.jobId));
       pipeline.zscore(queue.keys.completed!, r.jobId);
+      pipeline.zscore(queue.keys.failed!, r.jobId);
     }
     const answers = (await pipeline.exec()) ?? [];
     const fresh: typeof ready = [];
     for (const [i, r] of ready.entries()) {
-      const [existsError, exists] = answers[2 * i] ?? [];
-      const [scoreError, score] = answers[2 * i + 1] ?? [];
-      if (existsError || scoreError) throw existsError ?? scoreError;
-      if (exists === 0) fresh.push(r);
-      else if (score !== null) counts.already_done++;
-      else counts.already_queued++;
+      const [[existsError, exists], [doneError, done], [failedError, failed]] = [0, 1, 2].map(
+        (k) => answers[3 * i + k] ?? [null, null],
+      ) as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
+      if (existsError || doneError || failedError) throw existsError ?? doneError ?? failedError;
+      if (exists === 0) {
+        fresh.push(r);
+      } else if (done !== null) {
+        counts.already_done++;
+      } else if (failed !== null) {
+        // Enqueueing again is the worker mode's rerun: an item that ended incomplete is tried again,
+        // and one whose outcome was unknown is sent again (docs/contract.md#worker-mode).
+        const job = await queue.getJob(r.jobId);
+        if (job) {
+          await job.updateData({ ...job.data, resend: true });
+          await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+        }
+        counts.retried++;
+      } else {
+        counts.already_queued++;
+      }
     }
     if (fresh.length > 0) {
       // An item whose row or image changed has a new job id: its old job, if still waiting, goes.
@@ -132,7 +169,14 @@ export async function enqueueItems(
         fresh.map((r) => ({
           name: 'item',
           data: r.data,
-          opts: { jobId: r.jobId, removeOnComplete: false, removeOnFail: false },
+          opts: {
+            jobId: r.jobId,
+            removeOnComplete: false,
+            removeOnFail: false,
+            // An item left incomplete by a transient fault (poll, download, 5xx) is tried again later.
+            attempts: ITEM_ATTEMPTS,
+            backoff: { type: 'exponential', delay: ITEM_BACKOFF_MS },
+          },
         })),
       );
     }

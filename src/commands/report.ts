@@ -20,6 +20,7 @@ export const REPORT_FLAGS = {
   'no-html': { type: 'boolean' },
   merge: { type: 'boolean' },
   out: { type: 'string' },
+  redis: { type: 'string' },
 } as const;
 
 /**
@@ -35,6 +36,10 @@ export async function reportCommand(args: string[], deps: CommandDeps): Promise<
     strict: true,
   });
   if (values.merge) return mergeCommand(positionals, values, deps);
+  if (values.redis !== undefined) {
+    if (positionals.length > 0) throw new UsageError('usage: kitchen-batch report --redis URL [--out DIR]');
+    return redisReport(values.redis, values, deps);
+  }
   const dir = positionals[0];
   if (!dir || positionals.length > 1) throw new UsageError('usage: kitchen-batch report <out-dir>');
   const outDir = path.resolve(deps.cwd, dir);
@@ -91,6 +96,36 @@ async function mergeCommand(
   await mkdir(outDir, { recursive: true });
   const written = await writeReports(outDir, { info: mergedInfo(infos), rows }, { html: !values['no-html'] });
   return finish(written.run, outDir, values.json ?? false, deps);
+}
+
+/**
+ * `report --redis URL [--out DIR]`: a worker run's reports, rebuilt from Redis into its output folder
+ * (or `--out`: the same volume mounted elsewhere). BullMQ and ioredis are loaded only here.
+ */
+async function redisReport(
+  url: string,
+  values: { json?: boolean | undefined; 'no-html'?: boolean | undefined; out?: string | undefined },
+  deps: CommandDeps,
+): Promise<number> {
+  const { redactUrl, redisUrl, withRedis } = await import('../distributed/redis.js');
+  const { readRunMeta } = await import('../distributed/queue.js');
+  const { redisReportSource } = await import('../distributed/report.js');
+  const checked = redisUrl(url, deps.env);
+  return withRedis(checked, async (redis) => {
+    const meta = await readRunMeta(redis);
+    if (!meta) {
+      throw new UsageError(
+        `${redactUrl(checked)} holds no worker run: kitchen-batch enqueue <manifest> --redis URL first`,
+      );
+    }
+    const outDir = values.out ? path.resolve(deps.cwd, values.out) : meta.out;
+    await mkdir(outDir, { recursive: true });
+    const written = await writeReports(outDir, await redisReportSource(redis, meta), {
+      html: !values['no-html'],
+      manifestDir: path.dirname(meta.manifest),
+    });
+    return finish(written.run, outDir, values.json ?? false, deps);
+  });
 }
 
 /** An item in two parts means they are not disjoint shards: refused, naming both folders. */

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { openQueue, readRunMeta } from '../distributed/queue.js';
+import { readSharedRate } from '../distributed/rate.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
 import { UsageError } from '../errors.js';
 import type { CommandDeps } from './common.js';
@@ -45,9 +46,10 @@ async function report(
   const workers = await queue.getWorkers();
   const seen = workers.map((w) => w.name || w.addr || w.id).filter(Boolean);
   const total = STATES.reduce((n, state) => n + (counts[state] ?? 0), 0);
+  const rate = await readSharedRate(connection);
   if (json) {
     deps.stdout.write(
-      `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, workers: seen })}\n`,
+      `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, rate, workers: seen })}\n`,
     );
     return 0;
   }
@@ -60,6 +62,16 @@ async function report(
   deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
   const parts = STATES.filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
   deps.stdout.write(`items: ${total}: ${parts.join(', ') || 'none'}\n`);
+  deps.stdout.write(
+    rate
+      ? `rate: ${rate.rate.toFixed(2)} requests/s shared by the workers` +
+          (rate.estimate !== null
+            ? ` (the key's rate as learnt: ${rate.estimate.toFixed(2)}/s)`
+            : ' (no 429 yet)') +
+          (rate.paused_ms > 0 ? `; paused by a 429 for ${(rate.paused_ms / 1000).toFixed(1)} s more` : '') +
+          '\n'
+      : 'rate: no worker has sent requests lately\n',
+  );
   deps.stdout.write(
     `workers: ${seen.length === 0 ? 'none connected' : `${seen.length} (${seen.join(', ')})`}\n`,
   );

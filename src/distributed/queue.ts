@@ -16,6 +16,16 @@ const RUN_KEY = 'kitchen-batch:run';
 /** Item id → its current job id (a hash): a changed row or image replaces a job still waiting. */
 export const ITEMS_KEY = 'kitchen-batch:items';
 
+/** Item id → its place in the run (a sorted set): the report's order, first enqueue first. */
+export const ORDER_KEY = 'kitchen-batch:order';
+/** The service the workers use (its base URL, for the report; never the key). */
+export const SERVICE_KEY = 'kitchen-batch:service';
+
+/** Tries BullMQ makes of an item left incomplete by a transient fault (poll, download, 5xx). */
+export const ITEM_ATTEMPTS = 5;
+/** First backoff between those tries (doubling). */
+export const ITEM_BACKOFF_MS = 15_000;
+
 /** What a queued job carries: the manifest row as planned. */
 export interface QueuedItem {
   id: string;
@@ -31,6 +41,11 @@ export interface QueuedItem {
   fp: string;
   /** 1-based manifest line. */
   line: number;
+  /**
+   * Set by `enqueue` when it puts back an item that ended `submit_unknown`: the worker sends it again
+   * (as a rerun of `run` does), once.
+   */
+  resend?: boolean;
 }
 
 /** The run every worker of this Redis database works for. */

@@ -2,10 +2,20 @@ import type { Logger } from 'pino';
 import type { KitchenClient } from '../api/client.js';
 import type { ServiceGate } from '../api/gate.js';
 import type { ItemStore } from '../state/items.js';
+import type { ItemRecord } from '../state/records.js';
 import type { FailureContext, Outcome, Stage } from './outcomes.js';
 import { failureOutcome } from './outcomes.js';
 import type { PreparedUpload } from './plan.js';
 import type { PollScheduler } from './poll-schedule.js';
+
+/**
+ * Where a stage records what it learnt: the journal under `run` ({@link ItemStore}), Redis under a
+ * worker (`src/distributed/store.ts`). Resolves once the record is durable (`sync`: before a POST
+ * leaves, after a 202, after a download) and applied to the item's state object.
+ */
+export interface StageStore {
+  record(record: Exclude<ItemRecord, { t: 'item' }>, options?: { sync?: boolean }): Promise<void>;
+}
 
 /**
  * What a stage may use: a narrow context, the same whether the stages run under the local flow
@@ -13,11 +23,11 @@ import type { PollScheduler } from './poll-schedule.js';
  * journals what it learnt from the service through `store`, and returns an {@link Outcome}; it
  * never decides what comes next.
  */
-export interface StageContext {
+export interface StageContext<Store extends StageStore = StageStore> {
   client: KitchenClient;
   /** The one door to the service: rate governor and retry policy. */
   gate: ServiceGate;
-  store: ItemStore;
+  store: Store;
   /** When each job may be polled (the 2 s floor, the first poll's estimate). */
   polls: PollScheduler;
   logger: Logger;

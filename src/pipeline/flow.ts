@@ -6,6 +6,7 @@
  */
 import PQueue from 'p-queue';
 import type { KitchenError } from '../errors.js';
+import type { ItemStore } from '../state/items.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
 import type { StageContext } from './context.js';
@@ -47,7 +48,7 @@ type ItemStatusEvent = Extract<RunEvent, { type: 'item' }>['status'];
 
 /** Runs items through the stages; one instance per run. */
 export class Flow {
-  readonly #ctx: StageContext;
+  readonly #ctx: StageContext<ItemStore>;
   readonly #stop: RunStop;
   readonly #preflighter: Preflighter;
   readonly #options: FlowOptions;
@@ -63,7 +64,7 @@ export class Flow {
   #submitted = 0;
 
   constructor(
-    ctx: StageContext,
+    ctx: StageContext<ItemStore>,
     stop: RunStop,
     preflighter: Preflighter,
     options: FlowOptions,

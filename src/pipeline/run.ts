@@ -83,7 +83,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     // The service, and the context every stage works in.
     const { client, governor, gate } = connect(options, logger, emit);
     const stop = new RunStop(options.timing.graceMs);
-    const ctx: StageContext = {
+    const ctx: StageContext<ItemStore> = {
       client,
       gate,
       store,

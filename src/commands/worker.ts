@@ -1,0 +1,117 @@
+/**
+ * `kitchen-batch worker --redis URL [--concurrency N] [--until-drained]` (docs/contract.md#worker-mode):
+ * works on the items `enqueue` queued, beside any number of other workers.
+ */
+import { parseArgs } from 'node:util';
+import { serviceConfig } from '../config.js';
+import { redisUrl } from '../distributed/redis.js';
+import { runWorker, type WorkerEvent, type WorkerSummary } from '../distributed/worker.js';
+import { UsageError } from '../errors.js';
+import type { CommandDeps } from './common.js';
+
+const USAGE =
+  'usage: kitchen-batch worker --redis URL [--concurrency N] [--until-drained] [--max-rate R] [--stall-timeout S] [--grace S] [--json]';
+
+/** Flags of `worker`. */
+export const WORKER_FLAGS = {
+  redis: { type: 'string' },
+  concurrency: { type: 'string' },
+  'until-drained': { type: 'boolean' },
+  'max-rate': { type: 'string' },
+  'stall-timeout': { type: 'string' },
+  grace: { type: 'string' },
+  'job-timeout': { type: 'string' },
+  'keep-metadata': { type: 'boolean' },
+  'max-side': { type: 'string' },
+  'log-level': { type: 'string' },
+  name: { type: 'string' },
+  json: { type: 'boolean' },
+  'base-url': { type: 'string' },
+  'api-key-file': { type: 'string' },
+} as const;
+
+/** Exit 0 when the worker ended with nothing failed by it, 1 when items it finished did not succeed. */
+export async function workerCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: WORKER_FLAGS,
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length > 0) throw new UsageError(USAGE);
+  const url = redisUrl(values.redis, deps.env);
+  const number = (flag: string, value: string | undefined, min: number, whole: boolean) => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min || (whole && !Number.isInteger(n))) {
+      throw new UsageError(
+        `--${flag}: expected ${whole ? 'a whole number' : 'a number'} ≥ ${min}, got ${JSON.stringify(value)}`,
+      );
+    }
+    return n;
+  };
+  const concurrency = number('concurrency', values.concurrency, 1, true);
+  const maxRate = number('max-rate', values['max-rate'], 0.1, false);
+  const stall = number('stall-timeout', values['stall-timeout'], 1, false);
+  const grace = number('grace', values.grace, 0, false);
+  const jobTimeout = number('job-timeout', values['job-timeout'], 1, false);
+  const maxSide = number('max-side', values['max-side'], 64, true);
+  const config = serviceConfig(values, deps.env);
+  for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
+  if (!config.baseUrl || !config.apiKey) {
+    throw new UsageError(
+      'the worker needs the service: set KITCHEN_API_BASE_URL and KITCHEN_API_KEY (or --base-url and --api-key-file)',
+    );
+  }
+  const say = (line: string) => {
+    if (!values.json) deps.stderr.write(`${line}\n`);
+  };
+  const summary = await runWorker({
+    redisUrl: url,
+    service: {
+      baseUrl: config.baseUrl,
+      apiKey: config.apiKey,
+      ...(maxRate !== undefined ? { governor: { maxRate } } : {}),
+    },
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    untilDrained: values['until-drained'] ?? false,
+    ...(stall !== undefined ? { stallTimeoutMs: stall * 1000 } : {}),
+    ...(grace !== undefined ? { graceMs: grace * 1000 } : {}),
+    ...(jobTimeout !== undefined ? { jobTimeoutMs: jobTimeout * 1000 } : {}),
+    preflight: {
+      keepMetadata: values['keep-metadata'] ?? false,
+      ...(maxSide !== undefined ? { maxSide } : {}),
+    },
+    ...(values['log-level'] ? { logLevel: values['log-level'] } : {}),
+    ...(values.name ? { name: values.name } : {}),
+    signals: {
+      ...(deps.signal ? { stop: deps.signal } : {}),
+      ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
+    },
+    onEvent: (event) => say(describe(event)),
+  });
+  deps.stdout.write(summaryLine(summary, values.json ?? false));
+  const c = summary.counts;
+  return c.failed + c.rejected + c.incomplete > 0 ? 1 : 0;
+}
+
+function describe(event: WorkerEvent): string {
+  switch (event.type) {
+    case 'start':
+      return `worker ${event.name}: working for ${event.outDir} (log: ${event.log})`;
+    case 'warning':
+      return `warning: ${event.message}`;
+    case 'item':
+      return `${event.status.padEnd(11)} ${event.id}${event.error ? `: ${event.error.code} ${event.error.message}` : ''}`;
+  }
+}
+
+function summaryLine(summary: WorkerSummary, json: boolean): string {
+  const c = summary.counts;
+  if (json)
+    return `${JSON.stringify({ worker: summary.name, out_dir: summary.outDir, counts: c, handed_back: summary.handedBack, drained: summary.drained })}\n`;
+  return (
+    `worker ${summary.name}: ${c.succeeded} succeeded, ${c.failed} failed, ${c.rejected} rejected, ${c.incomplete} incomplete` +
+    `${summary.handedBack ? `, ${summary.handedBack} handed back` : ''}${summary.drained ? '; the queue is drained' : ''}\n`
+  );
+}

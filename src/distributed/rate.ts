@@ -1,0 +1,387 @@
+/**
+ * One rate for every worker on one API key (docs/contract.md#worker-mode): the pacing bucket of the
+ * single-process governor (`src/api/governor.ts`) kept in Redis, taken and refilled by Lua scripts
+ * on Redis's own clock, so that every worker on every machine draws from the same tokens, a 429
+ * seen by one pauses all of them until its `Retry-After`, and the key's rate is learnt once from
+ * all their requests (the same estimator: requests accepted between two 429s over the time between
+ * them, the first estimate from the best window before the first 429).
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { GovernorEvent, GovernorOptions, Priority, RateLimiter } from '../api/governor.js';
+import { monotonicMs, sleep } from '../util/time.js';
+
+/** The shared bucket and estimator (a hash), and the times of the latest grants (a list). */
+export const RATE_KEY = 'kitchen-batch:rate';
+const GRANTS_KEY = 'kitchen-batch:rate:grants';
+/** Grant times kept for the window estimate. */
+const GRANTS_KEPT = 512;
+/** The shared state is forgotten after this long unused: a run days later learns afresh. */
+const IDLE_EXPIRE_MS = 6 * 3600 * 1000;
+/** How long a worker waits before asking Redis again when the bucket is empty (at most). */
+const MAX_WAIT_MS = 250;
+/** How fast {@link SharedRate.pressure} follows the local queue: its time constant, ms. */
+const PRESSURE_TAU_MS = 5000;
+
+// Shared by both scripts: the clock, the fields, the probe rate (as RateGovernor#probeRate).
+const PRELUDE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[1], 'rate', 'tokens', 'ts', 'pause_until', 'estimate', 'seq',
+  'busy_ms', 'busy_at', 'event_at', 'event_seq')
+local initial, minr, maxr = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local hold, probe, quietS, quietGain = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local function clamp(x) return math.min(maxr, math.max(minr, x)) end
+local rate = tonumber(h[1]) or clamp(initial)
+local tokens = tonumber(h[2])
+local ts = tonumber(h[3]) or now
+local pause = tonumber(h[4]) or 0
+local est = tonumber(h[5])
+local seq = tonumber(h[6]) or 0
+local busy = tonumber(h[7]) or 0
+local busyAt = tonumber(h[8]) or 0
+local eventAt = tonumber(h[9])
+local eventSeq = tonumber(h[10]) or 0
+local function capacity(r) return math.max(1, math.min(10, r / 2)) end
+if tokens == nil then tokens = math.min(2, capacity(rate)) end
+if est then
+  local tau = busy / 1000
+  local quiet = math.max(0, tau - math.max(quietS, 30 / est))
+  rate = clamp(est * (hold + probe * tau + quietGain * quiet * quiet))
+else
+  rate = clamp(rate)
+end
+local function save()
+  redis.call('HSET', KEYS[1], 'rate', tostring(rate), 'tokens', tostring(tokens), 'ts', tostring(ts),
+    'pause_until', tostring(pause), 'seq', tostring(seq), 'busy_ms', tostring(busy), 'busy_at', tostring(busyAt),
+    'event_seq', tostring(eventSeq))
+  if est then redis.call('HSET', KEYS[1], 'estimate', tostring(est)) end
+  if eventAt then redis.call('HSET', KEYS[1], 'event_at', tostring(eventAt)) end
+  redis.call('PEXPIRE', KEYS[1], ${IDLE_EXPIRE_MS})
+  redis.call('PEXPIRE', KEYS[2], ${IDLE_EXPIRE_MS})
+end
+-- Demand above the rate ("in use"): consecutive takes that find the bucket short, within 1 s.
+local function markBusy(inUse)
+  if inUse then
+    if busyAt > 0 and now - busyAt <= 1000 then busy = busy + (now - busyAt) end
+    busyAt = now
+  else
+    busyAt = 0
+  end
+end
+`;
+
+/** Takes one token: `{1, seq, rate, estimate}` or `{0, wait ms, rate, estimate}` (numbers as strings). */
+const TAKE = `${PRELUDE}
+if now < pause then
+  return {0, tostring(pause - now), tostring(rate), tostring(est or -1)}
+end
+tokens = math.min(capacity(rate), tokens + math.max(0, now - ts) / 1000 * rate)
+ts = math.max(ts, now)
+if tokens >= 1 then
+  tokens = tokens - 1
+  seq = seq + 1
+  local inUse = tokens < 1
+  markBusy(inUse)
+  -- Slow start until the first 429: +1 req/s per request while in use (doubles per second).
+  if inUse and not est then rate = clamp(rate + 1) end
+  redis.call('LPUSH', KEYS[2], tostring(now))
+  redis.call('LTRIM', KEYS[2], 0, ${GRANTS_KEPT - 1})
+  save()
+  return {1, tostring(seq), tostring(rate), tostring(est or -1)}
+end
+markBusy(true)
+save()
+return {0, tostring((1 - tokens) / rate * 1000), tostring(rate), tostring(est or -1)}
+`;
+
+/**
+ * A 429 for the request granted as `ARGV[8]`, with a pause of `ARGV[9]` ms: pause everyone, and
+ * learn when it is a new congestion event (granted after the last event and answered after its
+ * pause; the rest of a burst is the same event). Returns `{new event 0/1, rate, estimate, pause ms}`.
+ */
+const LIMITED = `${PRELUDE}
+local ticket, pauseMs, burstS = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local oldPause = pause
+pause = math.max(pause, now + pauseMs)
+-- One request probes when the pause ends; the rest follow at the new rate.
+tokens = math.min(tokens, 1)
+ts = math.max(ts, pause)
+local fresh = ticket > eventSeq and now >= oldPause
+if fresh then
+  local accepted = math.max(0, ticket - 1 - eventSeq)
+  local elapsed = eventAt and (now - eventAt) or 0
+  local windowed = nil
+  local times = {}
+  if accepted > 0 then times = redis.call('LRANGE', KEYS[2], 0, math.min(accepted, ${GRANTS_KEPT}) - 1) end
+  for k, at in ipairs(times) do
+    local r = (k + 0.5) / ((now - tonumber(at)) / 1000 + burstS)
+    if windowed == nil or r > windowed then windowed = r end
+  end
+  if not est then
+    est = math.max(windowed or 0, initial * 0.25)
+  elseif accepted < 4 or elapsed < 2000 then
+    est = est * 0.8
+  else
+    local sample = accepted / (elapsed / 1000)
+    if windowed and windowed > sample * 1.1 then sample = windowed end
+    if busy < elapsed / 2 then
+      est = math.min(est, math.max(sample, est * 0.85))
+    else
+      est = sample
+    end
+  end
+  est = clamp(est)
+  rate = clamp(est * hold)
+  eventAt = now
+  eventSeq = seq
+  busy = 0
+end
+save()
+return {fresh and 1 or 0, tostring(rate), tostring(est or -1), tostring(pause - now)}
+`;
+
+/** Options of {@link SharedRate}. */
+export interface SharedRateOptions
+  extends Pick<
+    GovernorOptions,
+    | 'initialRate'
+    | 'minRate'
+    | 'maxRate'
+    | 'probeGain'
+    | 'quietSeconds'
+    | 'quietGain'
+    | 'holdShare'
+    | 'assumedBurstSeconds'
+    | 'onChange'
+  > {
+  logger?: Logger;
+}
+
+interface Waiter {
+  priority: Priority;
+  resolve: (ticket: number) => void;
+  reject: (reason: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+type SharedRedis = Redis & {
+  kbTake(...args: string[]): Promise<string[]>;
+  kbLimited(...args: string[]): Promise<string[]>;
+};
+
+/**
+ * The worker mode's {@link RateLimiter}: this worker's requests wait in a local queue (polls before
+ * submissions) and draw tokens one at a time from the bucket in Redis; the rate, the estimate and
+ * a 429 pause are the same for every worker. A Redis that does not answer holds requests back
+ * (they wait, they are not sent unpaced) until it is back.
+ */
+export class SharedRate implements RateLimiter {
+  readonly #redis: SharedRedis;
+  readonly #args: string[];
+  readonly #burstS: number;
+  readonly #waiters: Waiter[] = [];
+  readonly #onChange: ((event: GovernorEvent) => void) | undefined;
+  readonly #logger: Logger | undefined;
+  #pumping = false;
+  #closed = false;
+  #rate: number;
+  #estimate: number | null = null;
+  #pausedUntil = 0;
+  #lastReportedRate: number;
+  #pressure = 0;
+  #pressureAt = monotonicMs();
+  #redisDown = false;
+  /** 429s seen by this worker. */
+  rateLimited = 0;
+
+  constructor(redis: Redis, options: SharedRateOptions = {}) {
+    const min = options.minRate ?? 0.2;
+    const max = options.maxRate ?? 1000;
+    const initial = Math.min(max, Math.max(min, options.initialRate ?? 8));
+    this.#args = [
+      initial,
+      min,
+      max,
+      options.holdShare ?? 0.98,
+      options.probeGain ?? 0.002,
+      options.quietSeconds ?? 15,
+      options.quietGain ?? 0.01,
+    ].map(String);
+    this.#burstS = options.assumedBurstSeconds ?? 1;
+    this.#rate = initial;
+    this.#lastReportedRate = initial;
+    this.#onChange = options.onChange;
+    this.#logger = options.logger;
+    redis.defineCommand('kbTake', { numberOfKeys: 2, lua: TAKE });
+    redis.defineCommand('kbLimited', { numberOfKeys: 2, lua: LIMITED });
+    this.#redis = redis as SharedRedis;
+  }
+
+  get rate(): number {
+    return this.#rate;
+  }
+
+  get estimate(): number | null {
+    return this.#estimate;
+  }
+
+  get pressure(): number {
+    this.#updatePressure();
+    return this.#pressure;
+  }
+
+  get pauseRemainingMs(): number {
+    return Math.max(0, this.#pausedUntil - monotonicMs());
+  }
+
+  async waitForPause(signal?: AbortSignal): Promise<void> {
+    for (let left = this.pauseRemainingMs; left > 0; left = this.pauseRemainingMs) await sleep(left, signal);
+  }
+
+  /** Resolves with the grant's sequence number in the shared bucket (the ticket of a later 429). */
+  acquire(priority: Priority, signal?: AbortSignal): Promise<number> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#closed) return Promise.reject(new Error('the shared rate is closed'));
+    return new Promise<number>((resolve, reject) => {
+      const waiter: Waiter = { priority, resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => {
+          const i = this.#waiters.indexOf(waiter);
+          if (i >= 0) this.#waiters.splice(i, 1);
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#updatePressure();
+      this.#waiters.push(waiter);
+      void this.#pump();
+    });
+  }
+
+  onRateLimited(retryAfterMs: number | undefined, fallbackMs: number, ticket?: unknown): void {
+    this.rateLimited++;
+    const pauseMs = retryAfterMs ?? fallbackMs;
+    // This worker stops at once; the others when they next ask Redis.
+    this.#pausedUntil = Math.max(this.#pausedUntil, monotonicMs() + pauseMs);
+    const seq = typeof ticket === 'number' ? ticket : 0;
+    this.#redis
+      .kbLimited(RATE_KEY, GRANTS_KEY, ...this.#args, String(seq), String(pauseMs), String(this.#burstS))
+      .then(([fresh, rate, estimate, pauseLeft]) => {
+        this.#learnt(Number(rate), Number(estimate));
+        this.#pausedUntil = Math.max(this.#pausedUntil, monotonicMs() + Number(pauseLeft));
+        if (fresh === '1') {
+          this.#lastReportedRate = this.#rate;
+          this.#onChange?.({
+            type: 'decrease',
+            rate: this.#rate,
+            pauseMs,
+            retryAfter: retryAfterMs !== undefined,
+            estimate: this.#estimate,
+          });
+        }
+      })
+      .catch((error: unknown) => this.#redisError(error));
+  }
+
+  onSuccess(): void {}
+
+  close(reason: unknown): void {
+    this.#closed = true;
+    for (const waiter of this.#waiters.splice(0)) {
+      if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+      waiter.reject(reason);
+    }
+  }
+
+  /** One loop per worker: asks Redis for a token for the first waiter, sleeps as told, again. */
+  async #pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (this.#waiters.length > 0 && !this.#closed) {
+        const local = this.pauseRemainingMs;
+        if (local > 0) {
+          await sleep(local);
+          continue;
+        }
+        let answer: string[];
+        try {
+          answer = await this.#redis.kbTake(RATE_KEY, GRANTS_KEY, ...this.#args);
+          if (this.#redisDown)
+            this.#logger?.info({ event: 'rate_redis_back' }, 'the shared rate answers again');
+          this.#redisDown = false;
+        } catch (error) {
+          // A script Redis refuses is a bug, not an outage: the requests fail with it.
+          if ((error as Error)?.name === 'ReplyError') {
+            this.close(error);
+            return;
+          }
+          this.#redisError(error);
+          await sleep(500);
+          continue;
+        }
+        const [granted, value, rate, estimate] = answer.map(Number) as [number, number, number, number];
+        this.#learnt(rate, estimate);
+        if (granted === 1) {
+          const i = this.#waiters.findIndex((w) => w.priority === 'poll');
+          const [waiter] = this.#waiters.splice(Math.max(i, 0), 1);
+          if (!waiter) continue;
+          if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+          this.#updatePressure();
+          waiter.resolve(value);
+        } else {
+          // Other workers ask too: a little jitter keeps them from asking in lockstep.
+          await sleep(Math.min(MAX_WAIT_MS, value) * (1 + Math.random() * 0.2) + 1);
+        }
+      }
+    } finally {
+      this.#pumping = false;
+      this.#updatePressure();
+    }
+  }
+
+  #learnt(rate: number, estimate: number): void {
+    if (Number.isFinite(rate) && rate > 0) this.#rate = rate;
+    if (Number.isFinite(estimate) && estimate > 0) this.#estimate = estimate;
+    if (this.#rate >= this.#lastReportedRate * 1.25) {
+      this.#lastReportedRate = this.#rate;
+      this.#onChange?.({ type: 'increase', rate: this.#rate });
+    }
+  }
+
+  #redisError(error: unknown): void {
+    if (this.#redisDown) return;
+    this.#redisDown = true;
+    this.#logger?.warn(
+      { event: 'rate_redis_error', err: (error as Error)?.message ?? String(error) },
+      'the shared rate in Redis does not answer; requests wait until it does',
+    );
+  }
+
+  #updatePressure(): void {
+    const now = monotonicMs();
+    const decay = Math.exp(-Math.max(0, now - this.#pressureAt) / PRESSURE_TAU_MS);
+    this.#pressure = this.#pressure * decay + (this.#waiters.length > 0 ? 1 - decay : 0);
+    this.#pressureAt = now;
+  }
+}
+
+/** The shared rate as Redis holds it now, for `status` (null when no worker has used it lately). */
+export async function readSharedRate(
+  redis: Redis,
+): Promise<{ rate: number; estimate: number | null; paused_ms: number } | null> {
+  const [fields, time] = await Promise.all([
+    redis.hmget(RATE_KEY, 'rate', 'estimate', 'pause_until'),
+    redis.time(),
+  ]);
+  const [rate, estimate, pause] = fields;
+  if (rate == null) return null;
+  const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+  return {
+    rate: Number(rate),
+    estimate: estimate == null ? null : Number(estimate),
+    paused_ms: Math.max(0, Number(pause ?? 0) - now),
+  };
+}

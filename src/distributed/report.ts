@@ -1,0 +1,58 @@
+/**
+ * `report --redis URL --out DIR` (docs/contract.md#worker-mode): the usual reports (report.json,
+ * report.csv, report.html) of a worker run, rebuilt from Redis: the items in the order they were
+ * first enqueued, each from the state the workers wrote (`store.ts`), or as not submitted yet.
+ */
+import type { Redis } from 'ioredis';
+import type { RunInfo } from '../report/build.js';
+import { reportItem, unplannedItem } from '../report/build.js';
+import type { ReportSource } from '../report/write.js';
+import type { ItemState } from '../state/state.js';
+import type { ReportItem } from '../types.js';
+import { isoWithOffset } from '../util/time.js';
+import { ITEMS_KEY, ORDER_KEY, openQueue, type QueuedItem, type RunMeta, SERVICE_KEY } from './queue.js';
+import { STATES_KEY } from './store.js';
+
+/** Items read from Redis at once. */
+const PAGE = 1000;
+
+/** The report of the run `meta` describes, read page by page (memory holds a page, whatever the run's size). */
+export async function redisReportSource(redis: Redis, meta: RunMeta): Promise<ReportSource> {
+  const info: RunInfo = {
+    manifest: meta.manifest,
+    base_url: (await redis.get(SERVICE_KEY)) ?? '',
+    started_at: meta.created_at,
+    finished_at: isoWithOffset(),
+  };
+  return { info, rows: () => rows(redis) };
+}
+
+async function* rows(redis: Redis): AsyncGenerator<ReportItem> {
+  const queue = openQueue(redis);
+  try {
+    for (let start = 0; ; start += PAGE) {
+      const ids = await redis.zrange(ORDER_KEY, start, start + PAGE - 1);
+      if (ids.length === 0) return;
+      const [states, jobIds] = await Promise.all([
+        redis.hmget(STATES_KEY, ...ids),
+        redis.hmget(ITEMS_KEY, ...ids),
+      ]);
+      const pipeline = redis.pipeline();
+      for (const jobId of jobIds) pipeline.hget(queue.toKey(jobId ?? ''), 'data');
+      const data = ((await pipeline.exec()) ?? []).map(([, value]) =>
+        typeof value === 'string' ? (JSON.parse(value) as QueuedItem) : null,
+      );
+      for (const [i, id] of ids.entries()) {
+        const queued = data[i];
+        const text = states[i];
+        const state = text ? (JSON.parse(text) as ItemState) : null;
+        // A state of an older fingerprint belongs to the item before its row or image changed.
+        if (state && (!queued || state.fp === queued.fp)) yield reportItem(state);
+        else if (queued)
+          yield unplannedItem({ id, image: queued.image, module: queued.module, style: queued.style });
+      }
+    }
+  } finally {
+    await queue.close();
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * The worker mode's item state (docs/contract.md#worker-mode): what `journal.jsonl` is to `run`, one
+ * Redis hash of item id → the item's folded state (the same `ItemState` the journal folds to), so
+ * that any worker can take an item over where another left it. Every write is fenced by the BullMQ
+ * job's lock: a worker that lost its item (it stalled and another took it) can no longer write, and
+ * a `submitting` mark it cannot write is a POST it does not send.
+ */
+import type { Redis } from 'ioredis';
+import { KitchenError } from '../errors.js';
+import type { StageStore } from '../pipeline/context.js';
+import type { ItemIdentity } from '../state/items.js';
+import type { ItemRecord } from '../state/records.js';
+import { applyRecord, type ItemState, newItemState } from '../state/state.js';
+import { QUEUE_NAME } from './queue.js';
+
+/** Item id → its state as JSON. */
+export const STATES_KEY = 'kitchen-batch:states';
+
+/** Writes the state only while the job's lock is ours. */
+const PUT = `
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+return 1
+`;
+
+/** This worker no longer holds the item: another worker took it over (this one stalled). */
+export class LockLostError extends KitchenError {
+  constructor(id: string) {
+    super('lock_lost', `item ${id} was taken over by another worker; this worker leaves it`);
+  }
+}
+
+type FencedRedis = Redis & { kbPut(...args: string[]): Promise<number> };
+
+/** The BullMQ lock key of a job (`bull:<queue>:<job id>:lock`). */
+export function lockKey(jobId: string): string {
+  return `bull:${QUEUE_NAME}:${jobId}:lock`;
+}
+
+/** Reads an item's state, if any worker has written it. */
+export async function loadState(redis: Redis, id: string): Promise<ItemState | undefined> {
+  const text = await redis.hget(STATES_KEY, id);
+  return text ? (JSON.parse(text) as ItemState) : undefined;
+}
+
+/**
+ * One item's state while a worker holds its job: {@link plan} starts or continues it, every
+ * {@link record} applies a journal record and writes the new state before it resolves (with AOF
+ * `appendfsync always`, on disk; see docs/contract.md#worker-mode).
+ */
+export class JobStore implements StageStore {
+  readonly #redis: FencedRedis;
+  readonly #lock: string;
+  readonly #token: string;
+  #state: ItemState | undefined;
+
+  /**
+   * @param lock the job's lock key, and `token` the lock's value this worker holds ('' for none:
+   *   writes are not fenced, for tools that rebuild state)
+   */
+  constructor(redis: Redis, lock: string, token: string, state: ItemState | undefined) {
+    if (!('kbPut' in redis)) redis.defineCommand('kbPut', { numberOfKeys: 2, lua: PUT });
+    this.#redis = redis as FencedRedis;
+    this.#lock = lock;
+    this.#token = token;
+    this.#state = state;
+  }
+
+  /** The item's state as last written (undefined before {@link plan} for an item never seen). */
+  get state(): ItemState | undefined {
+    return this.#state;
+  }
+
+  /**
+   * Records the item as planned: a fresh state when it is new or its fingerprint changed (which
+   * starts it afresh, as in the journal), else its image, source and preflight brought up to date.
+   */
+  async plan(identity: ItemIdentity): Promise<ItemState> {
+    const known = this.#state;
+    let next: ItemState;
+    if (known && known.fp === identity.fp) {
+      next = {
+        ...known,
+        image: identity.image,
+        src: identity.src,
+        preflight: identity.preflight ?? known.preflight,
+      };
+    } else {
+      next = newItemState({ t: 'item', ...identity });
+    }
+    await this.#put(next);
+    this.#state = next;
+    return next;
+  }
+
+  /** Applies a record about the item and writes the state; the planned object is updated in place. */
+  async record(record: Exclude<ItemRecord, { t: 'item' }>): Promise<void> {
+    const state = this.#state;
+    if (!state || state.id !== record.id) throw new Error(`record for ${record.id} before it was planned`);
+    const next = { ...state };
+    applyRecord(next, record);
+    await this.#put(next);
+    Object.assign(state, next);
+  }
+
+  async #put(state: ItemState): Promise<void> {
+    const written = await this.#redis.kbPut(
+      STATES_KEY,
+      this.#lock,
+      this.#token,
+      state.id,
+      JSON.stringify(state),
+    );
+    if (written !== 1) throw new LockLostError(state.id);
+  }
+}
