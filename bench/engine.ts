@@ -9,7 +9,9 @@
  * queued, concurrency 16: the rate limit, not the slots, bounds it. Then one key shared by four
  * `--shard` CLI processes (child processes, 30 items each, 8 req/s burst 8), and one process on the
  * same work: 429 share, the key's rate used, and each process's share (counted from the sandbox's
- * request log by job id). `BENCH_ENGINE_SCENARIOS=3,4` runs only those scenarios (default 1,2,3,4);
+ * request log by job id). Then the worker mode of issue 13 on the same work: `enqueue`, four `worker
+--until-drained` CLI processes sharing one Redis (redis-server on a free port) and one rate, beside
+one `run` process. `BENCH_ENGINE_SCENARIOS=3,4` runs only those scenarios (default 1,2,3,4,5);
  * `BENCH_KEEP=1` keeps the temporary folder (run.log of each process).
  *
  * The ideal bound (see {@link idealBound}) is what a perfect client could do with these settings:
@@ -28,6 +30,7 @@ import { type RunResult, runBatch } from '../src/pipeline/run.js';
 import { inShard } from '../src/pipeline/shard.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
 import type { Report, ReportItem } from '../src/types.js';
+import { HAS_REDIS, startRedis } from '../test/helpers/redis.js';
 import { type NaiveItem, runNaive } from './naive.js';
 import {
   countRequests,
@@ -165,11 +168,12 @@ export async function benchEngine(): Promise<void> {
         'each client against a fresh sandbox',
     );
 
-    const wanted = (process.env.BENCH_ENGINE_SCENARIOS ?? '1,2,3,4').split(',').map((x) => x.trim());
+    const wanted = (process.env.BENCH_ENGINE_SCENARIOS ?? '1,2,3,4,5').split(',').map((x) => x.trim());
     if (wanted.includes('1')) await rateLimitedScenario(dir, manifest, naiveItems);
     if (wanted.includes('2')) await overheadScenario(dir, manifest, naiveItems, meanBytes);
     if (wanted.includes('3')) await budgetScenario(dir, manifest, naiveItems);
     if (wanted.includes('4')) await sharedKeyScenario(dir, manifest);
+    if (wanted.includes('5')) await workersScenario(dir, manifest);
   } finally {
     if (process.env.BENCH_KEEP) console.log(`kept ${dir}`);
     else await cleanup();
@@ -717,6 +721,152 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
 }
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The worker mode (issue 13) on the shared-key work: four workers on one Redis and one rate, beside one `run`. */
+async function workersScenario(dir: string, manifest: string): Promise<void> {
+  const { jobs, processes, ...service } = SHARED;
+  if (!HAS_REDIS) {
+    console.log('\n[5] skipped: redis-server is not installed (apt-get install redis-server)');
+    return;
+  }
+  const lines = (await readFile(manifest, 'utf8')).split('\n').filter(Boolean);
+  const rows = Array.from({ length: jobs }, (_, n) => {
+    const line = JSON.parse(lines[n % lines.length] as string) as Record<string, unknown>;
+    return JSON.stringify({ ...line, id: `w${String(n).padStart(4, '0')}` });
+  });
+  const workManifest = path.join(dir, 'workers.jsonl');
+  await writeFile(workManifest, `${rows.join('\n')}\n`);
+  console.log(
+    `\n[5] one key, worker mode: ${processes} \`worker --until-drained --concurrency ${CONCURRENCY}\` processes on one Redis, ` +
+      `${jobs} jobs, ${describeService(service)}; then one \`run\` process on the same work`,
+  );
+  const results: Array<{
+    name: string;
+    ideal: number;
+    span: number;
+    seconds: number;
+    counts: RequestCounts;
+    ok: number;
+    items: string;
+  }> = [];
+  for (const count of [processes, 1]) {
+    const redis = count > 1 ? await startRedis() : null;
+    try {
+      const measured = await withSandbox(limitedSandbox(service), async (sandbox) => {
+        const env = {
+          PATH: process.env.PATH ?? '',
+          KITCHEN_API_KEY: sandbox.apiKey ?? 'bench-key',
+          KITCHEN_API_BASE_URL: sandbox.url,
+        };
+        const out = path.join(dir, `out-workers-${count}`);
+        let items = '';
+        let ok: number;
+        const started = performance.now();
+        if (redis) {
+          await cliChild(['enqueue', workManifest, '--redis', redis.url, '--out', out], env);
+          const summaries = await Promise.all(
+            Array.from({ length: count }, (_, i) =>
+              cliChild(
+                [
+                  'worker',
+                  '--redis',
+                  redis.url,
+                  '--until-drained',
+                  '--concurrency',
+                  String(CONCURRENCY),
+                  '--name',
+                  `w${i + 1}`,
+                  '--json',
+                ],
+                env,
+              ),
+            ),
+          );
+          const done = summaries.map(
+            (text) => (JSON.parse(text) as { counts: { succeeded: number } }).counts.succeeded,
+          );
+          items = done.join('/');
+          ok = done.reduce((a, b) => a + b, 0);
+        } else {
+          await cliChild(
+            ['run', workManifest, '--out', out, '--concurrency', String(CONCURRENCY), '--no-progress'],
+            env,
+          );
+          const report = JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report;
+          ok = report.run.totals.succeeded;
+        }
+        const seconds = (performance.now() - started) / 1000;
+        const api = sandbox.stats.requests.filter((r) => r.path.startsWith('/v1/'));
+        const span = api.length > 1 ? (api[api.length - 1]!.at - api[0]!.at) / 1000 : 0;
+        const ideal = idealBound({ jobs, concurrency: CONCURRENCY * count, ...service }).seconds;
+        const name = redis ? `ours, ${count} workers` : 'ours, 1 run process';
+        return { name, ideal, span, seconds, counts: countRequests(sandbox.stats.requests), ok, items };
+      });
+      results.push(measured);
+    } finally {
+      await redis?.stop();
+    }
+  }
+  const used = (r: (typeof results)[number]) =>
+    (r.counts.service - r.counts.rateLimited) / Math.max(r.span, 1e-9) / service.rps;
+  const share429 = (r: (typeof results)[number]) =>
+    (100 * r.counts.rateLimited) / Math.max(1, r.counts.service);
+  printTable(
+    [
+      'client',
+      'first→last API request s',
+      'ideal s',
+      '× ideal',
+      'wall s',
+      'API req/job',
+      '429 %',
+      'key rate used',
+      'ok',
+      'items per worker',
+    ],
+    results.map((r) => [
+      r.name,
+      fmt(r.span),
+      fmt(r.ideal),
+      `${fmt(r.span / r.ideal, 2)}×`,
+      fmt(r.seconds),
+      fmt(r.counts.service / jobs, 2),
+      `${fmt(share429(r), 1)}%`,
+      `${fmt(100 * used(r), 0)}%`,
+      `${r.ok}/${jobs}`,
+      r.items || '–',
+    ]),
+  );
+  const four = results[0]!;
+  printTable(
+    ['target (issue 13)', 'figure', 'verdict'],
+    [
+      ['≤ 3% of API requests answered 429', `${fmt(share429(four), 1)}%`, verdict(share429(four) <= 3)],
+      ["≥ 85% of the key's rate used", `${fmt(100 * used(four), 0)}%`, verdict(used(four) >= 0.85)],
+      ['every item succeeded once', `${four.ok}/${jobs}`, verdict(four.ok === jobs)],
+    ],
+  );
+  console.log('  wall s includes enqueue (reads every image once) and the processes starting under tsx');
+}
+
+/** Runs the CLI (from source, under tsx) as a child; resolves with its stdout, rejects on a non-zero exit. */
+async function cliChild(args: string[], env: Record<string, string>): Promise<string> {
+  const child = spawn(
+    process.execPath,
+    ['--import', import.meta.resolve('tsx'), path.join(ROOT, 'src', 'bin.ts'), ...args],
+    {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  let stdout = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`kitchen-batch ${args[0]} exited with ${code}`);
+  return stdout;
+}
 
 /** Runs the CLI (from source) as a child process against the sandbox; its report says what it did. */
 async function runProcess(

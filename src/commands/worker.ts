@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { serviceConfig } from '../config.js';
 import { redisUrl } from '../distributed/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../distributed/worker.js';
-import { UsageError } from '../errors.js';
+import { EXIT, UsageError } from '../errors.js';
 import type { CommandDeps } from './common.js';
 
 const USAGE =
@@ -30,7 +30,10 @@ export const WORKER_FLAGS = {
   'api-key-file': { type: 'string' },
 } as const;
 
-/** Exit 0 when the worker ended with nothing failed by it, 1 when items it finished did not succeed. */
+/**
+ * Exit 0 when every item this worker finished succeeded, 1 when some did not, 130 when a signal
+ * stopped it (its items handed back), 2/3 as for `run`.
+ */
 export async function workerCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
@@ -91,6 +94,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
     onEvent: (event) => say(describe(event)),
   });
   deps.stdout.write(summaryLine(summary, values.json ?? false));
+  if (summary.interrupted) return EXIT.interrupted;
   const c = summary.counts;
   return c.failed + c.rejected + c.incomplete > 0 ? 1 : 0;
 }
@@ -109,9 +113,9 @@ function describe(event: WorkerEvent): string {
 function summaryLine(summary: WorkerSummary, json: boolean): string {
   const c = summary.counts;
   if (json)
-    return `${JSON.stringify({ worker: summary.name, out_dir: summary.outDir, counts: c, handed_back: summary.handedBack, drained: summary.drained })}\n`;
+    return `${JSON.stringify({ worker: summary.name, out_dir: summary.outDir, counts: c, handed_back: summary.handedBack, drained: summary.drained, interrupted: summary.interrupted })}\n`;
   return (
     `worker ${summary.name}: ${c.succeeded} succeeded, ${c.failed} failed, ${c.rejected} rejected, ${c.incomplete} incomplete` +
-    `${summary.handedBack ? `, ${summary.handedBack} handed back` : ''}${summary.drained ? '; the queue is drained' : ''}\n`
+    `${summary.handedBack ? `, ${summary.handedBack} handed back` : ''}${summary.drained ? '; the queue is drained' : ''}${summary.interrupted ? `; stopped (${summary.interrupted})` : ''}\n`
   );
 }

@@ -25,6 +25,7 @@ import { createPreflighter } from '../pipeline/preflight/index.js';
 import { RunStop } from '../pipeline/stop.js';
 import { fetchStyleKeys } from '../pipeline/styles.js';
 import { submitItem, UploadReader } from '../pipeline/submit.js';
+import { removeLeftoverParts } from '../state/run-folder.js';
 import type { Item, ItemError, ItemStatus } from '../types.js';
 import { coalescedFsyncDir } from '../util/fs.js';
 import { createRunLogger } from '../util/logger.js';
@@ -74,10 +75,12 @@ export interface WorkerSummary {
   outDir: string | null;
   /** Items this worker finished, by status (an item retried later counts when it ends). */
   counts: Record<ItemStatus, number>;
-  /** Items handed back to the queue (stop, or a fault that stopped the worker). */
+  /** Items handed back to the queue (stop, or a fault that stopped the worker), each counted once. */
   handedBack: number;
   /** The run's state when this worker left: the queue was drained (nothing waiting, delayed or active). */
   drained: boolean;
+  /** Why the worker stopped before the queue was drained (SIGTERM/SIGINT), if it did. */
+  interrupted: string | null;
 }
 
 /** What a queued job returns to BullMQ when its item ended (kept in Redis, small). */
@@ -88,8 +91,9 @@ export interface ItemResult {
 
 /**
  * Runs a worker until it is stopped (or, with `untilDrained`, until the queue is empty). Resolves
- * with what it did; throws the error that stopped it (refused key, unreachable service: exit 3; a
- * disk fault: exit 2; a stop signal: `InterruptedError`, exit 130), after handing its items back.
+ * with what it did (`interrupted` says a stop signal ended it, after its items were handed back);
+ * throws the error that stopped it (refused key, unreachable service: exit 3; a disk fault: exit 2)
+ * after handing its items back.
  */
 export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
   const name = (options.name ?? `${hostname()}-${process.pid}`).replace(/[^A-Za-z0-9._-]/g, '_');
@@ -97,13 +101,16 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
     throw new UsageError(`--concurrency: expected a whole number from 1 to 1000, got ${concurrency}`);
   }
-  const redis = await openRedis(options.redisUrl);
+  // Commands wait for a Redis that restarts instead of failing: a state write that cannot be made
+  // holds its POST back until it can.
+  const redis = await openRedis(options.redisUrl, { blocking: true });
   const summary: WorkerSummary = {
     name,
     outDir: null,
     counts: { succeeded: 0, failed: 0, rejected: 0, incomplete: 0 },
     handedBack: 0,
     drained: false,
+    interrupted: null,
   };
   const stop = new RunStop(options.graceMs ?? 10_000);
   let fatal: KitchenError | undefined;
@@ -129,6 +136,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     });
     const emit = (event: WorkerEvent) => options.onEvent?.(event);
     emit({ type: 'start', name, outDir, log: logFile });
+    const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
+    await removeLeftoverParts(resultsDir, logger, Math.max(10 * 60_000, 4 * stallTimeoutMs));
     logger.info(
       { event: 'worker_start', name, redis: redactUrl(options.redisUrl), concurrency, out: outDir },
       'worker started',
@@ -181,7 +190,6 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       summary,
       jobTimeoutMs: options.jobTimeoutMs ?? 1_800_000,
     });
-    const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
     const blocking = await openRedis(options.redisUrl, { blocking: true });
     const worker = new Worker<QueuedItem, ItemResult>(
       QUEUE_NAME,
@@ -203,6 +211,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     try {
       if (options.untilDrained) {
         summary.drained = await untilDrained(redis, processItem, stop.soft);
+        // Nothing is held by any worker: a partial download still there is a killed worker's.
+        if (summary.drained) await removeLeftoverParts(resultsDir, logger);
         stop.begin();
       }
       await running;
@@ -216,7 +226,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       logger.flush?.();
     }
     if (fatal) throw fatal;
-    if (interrupted && !summary.drained) throw new InterruptedError(interrupted);
+    if (interrupted && !summary.drained) summary.interrupted = interrupted;
     return summary;
   } finally {
     redis.disconnect();
@@ -273,6 +283,7 @@ interface ProcessorDeps {
 /** One queued item through the stages, and what its end means for its BullMQ job. */
 class ItemProcessor {
   readonly #deps: ProcessorDeps;
+  readonly #handedBack = new Set<string>();
   active = 0;
 
   constructor(deps: ProcessorDeps) {
@@ -418,8 +429,12 @@ class ItemProcessor {
   /** Gives the item back to the queue untouched (its state says where it stands): another worker goes on. */
   async #handBack(job: Job<QueuedItem, ItemResult>, token: string): Promise<never> {
     await job.moveToWait(token);
-    this.#deps.summary.handedBack++;
-    this.#deps.emit({ type: 'item', id: job.data.id, status: 'handed_back' });
+    // BullMQ may hand the same item to this worker again before it stops fetching: once is news.
+    if (!this.#handedBack.has(job.data.id)) {
+      this.#handedBack.add(job.data.id);
+      this.#deps.summary.handedBack++;
+      this.#deps.emit({ type: 'item', id: job.data.id, status: 'handed_back' });
+    }
     throw new WaitingError();
   }
 }

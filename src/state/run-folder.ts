@@ -3,7 +3,7 @@
  * a killed run's partial downloads, its journal read (torn last line cut, corruption refused) and
  * compacted when it has grown, then opened for appending. Closing releases it all.
  */
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
@@ -127,13 +127,20 @@ async function createFolder(dir: string, resultsDir: string): Promise<void> {
 
 /**
  * A run killed mid-download leaves `results/.<id>.<pid>.part`. We hold the folder's lock, so no other
- * run is writing one: every leftover is garbage.
+ * run is writing one: every leftover is garbage. Workers share the folder: they pass `olderThanMs`
+ * and remove only files nobody wrote to for that long.
  */
-async function removeLeftoverParts(results: string, logger: Logger): Promise<void> {
+export async function removeLeftoverParts(results: string, logger: Logger, olderThanMs = 0): Promise<void> {
   const names = await readdir(results).catch(() => [] as string[]);
   for (const name of names) {
     if (!name.startsWith('.') || !name.endsWith('.part')) continue;
-    await rm(path.join(results, name), { force: true });
+    const file = path.join(results, name);
+    if (olderThanMs > 0) {
+      // Another worker may be writing it now: only one left alone that long is left over.
+      const st = await stat(file).catch(() => null);
+      if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
+    }
+    await rm(file, { force: true });
     logger.info({ event: 'part_removed', file: name }, 'removed a partial download of an earlier run');
   }
 }

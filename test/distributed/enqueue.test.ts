@@ -2,50 +2,19 @@
  * Worker mode, first part (issue 13): `enqueue` and `status` against a real Redis (redis-server on a
  * free loopback port, AOF on, stopped by PID).
  */
-import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { appendFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli.js';
 import { QUEUE_NAME } from '../../src/distributed/queue.js';
 import { withRedis } from '../../src/distributed/redis.js';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
-import { textSink } from '../helpers/cli.js';
 import { kitchenJpeg } from '../helpers/images.js';
 import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
-import { tempDir } from '../helpers/tmp.js';
+import { catalogue, cli } from './world.js';
 
 let redis: TestRedis;
-
-async function cli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = process.cwd()) {
-  const stdout = textSink();
-  const stderr = textSink();
-  const code = await main(args, { stdout, stderr, env, cwd });
-  return { code, stdout: stdout.text(), stderr: stderr.text() };
-}
-
-/** A manifest of `n` kitchens (ids k0..), and a function that appends more rows. */
-async function catalogue(n: number) {
-  const tmp = await tempDir('kb-enqueue-');
-  await mkdir(tmp.file('images'));
-  const manifest = tmp.file('catalogue.csv');
-  const row = async (i: number) => {
-    await writeFile(tmp.file(`images/k${i}.jpg`), await kitchenJpeg(i + 1, 160, 120, 'tinted'));
-    return `k${i},images/k${i}.jpg,change-style,modern\n`;
-  };
-  let text = 'id,image,module,style\n';
-  for (let i = 0; i < n; i++) text += await row(i);
-  await writeFile(manifest, text);
-  return {
-    dir: tmp.dir,
-    manifest,
-    out: tmp.file('out'),
-    add: async (from: number, to: number) => {
-      for (let i = from; i < to; i++) await appendFile(manifest, await row(i));
-    },
-  };
-}
 
 describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
   beforeAll(async () => {

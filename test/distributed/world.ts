@@ -1,0 +1,51 @@
+/** What the worker-mode tests share: a catalogue of real images, the CLI in process, a Redis client. */
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { Redis } from 'ioredis';
+import { main } from '../../src/cli.js';
+import { STATES_KEY } from '../../src/distributed/store.js';
+import type { ItemState } from '../../src/state/state.js';
+import { textSink } from '../helpers/cli.js';
+import { kitchenJpeg } from '../helpers/images.js';
+import { tempDir } from '../helpers/tmp.js';
+
+/** Runs the CLI in this process. */
+export async function cli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = process.cwd()) {
+  const stdout = textSink();
+  const stderr = textSink();
+  const code = await main(args, { stdout, stderr, env, cwd });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
+
+/** A manifest of `n` kitchens (ids k0.., style modern: items `k<i>__modern`), and a function that appends more rows. */
+export async function catalogue(n: number) {
+  const tmp = await tempDir('kb-workers-');
+  await mkdir(tmp.file('images'));
+  const manifest = tmp.file('catalogue.csv');
+  const row = async (i: number) => {
+    await writeFile(tmp.file(`images/k${i}.jpg`), await kitchenJpeg(i + 1, 160, 120, 'tinted'));
+    return `k${i},images/k${i}.jpg,change-style,modern\n`;
+  };
+  let text = 'id,image,module,style\n';
+  for (let i = 0; i < n; i++) text += await row(i);
+  await writeFile(manifest, text);
+  return {
+    dir: tmp.dir,
+    manifest,
+    out: tmp.file('out'),
+    add: async (from: number, to: number) => {
+      for (let i = from; i < to; i++) await appendFile(manifest, await row(i));
+    },
+    remove: () => tmp.remove(),
+  };
+}
+
+/** Every item's state as the workers wrote it in Redis. */
+export async function itemStates(url: string): Promise<Map<string, ItemState>> {
+  const client = new Redis(url);
+  try {
+    const all = await client.hgetall(STATES_KEY);
+    return new Map(Object.entries(all).map(([id, text]) => [id, JSON.parse(text) as ItemState]));
+  } finally {
+    client.disconnect();
+  }
+}
