@@ -632,14 +632,7 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
     `\n[4] one key, ${processes} processes (--shard k/${processes}, ${perShard} items each, concurrency ${CONCURRENCY} each): ` +
       `${jobs} jobs, ${describeService(service)}; then one process on the same work`,
   );
-  const runs: Array<{
-    name: string;
-    ideal: number;
-    shares: ProcessShare[];
-    seconds: number;
-    counts: RequestCounts;
-    span: number;
-  }> = [];
+  const runs: Array<KeyRun & { shares: ProcessShare[] }> = [];
   for (const count of [processes, 1]) {
     const name = count === 1 ? 'ours, 1 process' : `ours, ${count} processes`;
     const measured = await withSandbox(options, async (sandbox) => {
@@ -659,37 +652,12 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
       const span = api.length > 1 ? (api[api.length - 1]!.at - api[0]!.at) / 1000 : 0;
       attribute(shares, sandbox);
       const bound = idealFor(count).seconds;
-      return { name, ideal: bound, shares, seconds, counts: countRequests(sandbox.stats.requests), span };
+      const ok = shares.reduce((n, s) => n + s.succeeded, 0);
+      return { name, ideal: bound, shares, seconds, counts: countRequests(sandbox.stats.requests), span, ok };
     });
     runs.push(measured);
   }
-  const used = (r: (typeof runs)[number]) =>
-    (r.counts.service - r.counts.rateLimited) / Math.max(r.span, 1e-9) / service.rps;
-  const share429 = (r: (typeof runs)[number]) => (100 * r.counts.rateLimited) / Math.max(1, r.counts.service);
-  printTable(
-    [
-      'client',
-      'first→last API request s',
-      'ideal s',
-      '× ideal',
-      'wall s',
-      'API req/job',
-      '429 %',
-      'key rate used',
-      'ok',
-    ],
-    runs.map((r) => [
-      r.name,
-      fmt(r.span),
-      fmt(r.ideal),
-      `${fmt(r.span / r.ideal, 2)}×`,
-      fmt(r.seconds),
-      fmt(r.counts.service / jobs, 2),
-      `${fmt(share429(r), 1)}%`,
-      `${fmt(100 * used(r), 0)}%`,
-      `${r.shares.reduce((n, s) => n + s.succeeded, 0)}/${jobs}`,
-    ]),
-  );
+  const { used, share429 } = printKeyRuns(runs, jobs, service.rps);
   const four = runs[0]!;
   const meanRate = mean(four.shares.map((s) => s.rate));
   printTable(
@@ -740,15 +708,7 @@ async function workersScenario(dir: string, manifest: string): Promise<void> {
     `\n[5] one key, worker mode: ${processes} \`worker --until-drained --concurrency ${CONCURRENCY}\` processes on one Redis, ` +
       `${jobs} jobs, ${describeService(service)}; then one \`run\` process on the same work`,
   );
-  const results: Array<{
-    name: string;
-    ideal: number;
-    span: number;
-    seconds: number;
-    counts: RequestCounts;
-    ok: number;
-    items: string;
-  }> = [];
+  const results: KeyRun[] = [];
   for (const count of [processes, 1]) {
     const redis = count > 1 ? await startRedis() : null;
     try {
@@ -807,10 +767,37 @@ async function workersScenario(dir: string, manifest: string): Promise<void> {
       await redis?.stop();
     }
   }
-  const used = (r: (typeof results)[number]) =>
-    (r.counts.service - r.counts.rateLimited) / Math.max(r.span, 1e-9) / service.rps;
-  const share429 = (r: (typeof results)[number]) =>
-    (100 * r.counts.rateLimited) / Math.max(1, r.counts.service);
+  const { used, share429 } = printKeyRuns(results, jobs, service.rps);
+  const four = results[0]!;
+  printTable(
+    ['target (issue 13)', 'figure', 'verdict'],
+    [
+      ['≤ 3% of API requests answered 429', `${fmt(share429(four), 1)}%`, verdict(share429(four) <= 3)],
+      ["≥ 85% of the key's rate used", `${fmt(100 * used(four), 0)}%`, verdict(used(four) >= 0.85)],
+      ['every item succeeded once', `${four.ok}/${jobs}`, verdict(four.ok === jobs)],
+    ],
+  );
+  console.log('  wall s includes enqueue (reads every image once) and the processes starting under tsx');
+}
+
+/** One client's run on a shared key, as scenarios [4] and [5] print it. */
+interface KeyRun {
+  name: string;
+  ideal: number;
+  /** First to last API request, s. */
+  span: number;
+  seconds: number;
+  counts: RequestCounts;
+  ok: number;
+  /** Items each worker finished ([5]). */
+  items?: string;
+}
+
+/** Prints the runs side by side; returns how each run's key rate used and 429 share are figured. */
+function printKeyRuns(runs: KeyRun[], jobs: number, rps: number) {
+  const used = (r: KeyRun) => (r.counts.service - r.counts.rateLimited) / Math.max(r.span, 1e-9) / rps;
+  const share429 = (r: KeyRun) => (100 * r.counts.rateLimited) / Math.max(1, r.counts.service);
+  const perWorker = runs.some((r) => r.items);
   printTable(
     [
       'client',
@@ -822,9 +809,9 @@ async function workersScenario(dir: string, manifest: string): Promise<void> {
       '429 %',
       'key rate used',
       'ok',
-      'items per worker',
+      ...(perWorker ? ['items per worker'] : []),
     ],
-    results.map((r) => [
+    runs.map((r) => [
       r.name,
       fmt(r.span),
       fmt(r.ideal),
@@ -834,19 +821,10 @@ async function workersScenario(dir: string, manifest: string): Promise<void> {
       `${fmt(share429(r), 1)}%`,
       `${fmt(100 * used(r), 0)}%`,
       `${r.ok}/${jobs}`,
-      r.items || '–',
+      ...(perWorker ? [r.items || '–'] : []),
     ]),
   );
-  const four = results[0]!;
-  printTable(
-    ['target (issue 13)', 'figure', 'verdict'],
-    [
-      ['≤ 3% of API requests answered 429', `${fmt(share429(four), 1)}%`, verdict(share429(four) <= 3)],
-      ["≥ 85% of the key's rate used", `${fmt(100 * used(four), 0)}%`, verdict(used(four) >= 0.85)],
-      ['every item succeeded once', `${four.ok}/${jobs}`, verdict(four.ok === jobs)],
-    ],
-  );
-  console.log('  wall s includes enqueue (reads every image once) and the processes starting under tsx');
+  return { used, share429 };
 }
 
 /** Runs the CLI (from source, under tsx) as a child; resolves with its stdout, rejects on a non-zero exit. */

@@ -52,6 +52,16 @@ export type GovernorEvent =
     }
   | { type: 'increase'; rate: number };
 
+/** The event of a 429 that lowered the rate (`retryAfterMs` undefined: the pause is our fallback). */
+export function decreaseEvent(
+  rate: number,
+  pauseMs: number,
+  retryAfterMs: number | undefined,
+  estimate: number | null,
+): GovernorEvent {
+  return { type: 'decrease', rate, pauseMs, retryAfter: retryAfterMs !== undefined, estimate };
+}
+
 /**
  * What the {@link ServiceGate} needs of a rate limit: the one process's {@link RateGovernor}, or the
  * worker mode's rate shared by every worker through Redis (`src/distributed/rate.ts`).
@@ -261,13 +271,7 @@ export class RateGovernor implements RateLimiter {
     if (now - this.#lastEvent > Math.max(1000, pauseMs)) {
       this.#learn(now);
       this.#lastReportedRate = this.#rate;
-      this.#onChange?.({
-        type: 'decrease',
-        rate: this.#rate,
-        pauseMs,
-        retryAfter: retryAfterMs !== undefined,
-        estimate: this.#estimate,
-      });
+      this.#onChange?.(decreaseEvent(this.#rate, pauseMs, retryAfterMs, this.#estimate));
     }
     this.#schedule(this.#pausedUntil - now);
   }

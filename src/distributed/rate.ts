@@ -8,7 +8,13 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { GovernorEvent, GovernorOptions, Priority, RateLimiter } from '../api/governor.js';
+import {
+  decreaseEvent,
+  type GovernorEvent,
+  type GovernorOptions,
+  type Priority,
+  type RateLimiter,
+} from '../api/governor.js';
 import { monotonicMs, sleep } from '../util/time.js';
 
 /** The shared bucket and estimator (a hash), and the times of the latest grants (a list). */
@@ -273,13 +279,7 @@ export class SharedRate implements RateLimiter {
         this.#pausedUntil = Math.max(this.#pausedUntil, monotonicMs() + Number(pauseLeft));
         if (fresh === '1') {
           this.#lastReportedRate = this.#rate;
-          this.#onChange?.({
-            type: 'decrease',
-            rate: this.#rate,
-            pauseMs,
-            retryAfter: retryAfterMs !== undefined,
-            estimate: this.#estimate,
-          });
+          this.#onChange?.(decreaseEvent(this.#rate, pauseMs, retryAfterMs, this.#estimate));
         }
       })
       .catch((error: unknown) => this.#redisError(error));

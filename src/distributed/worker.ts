@@ -18,7 +18,7 @@ import { checkStyle } from '../manifest/index.js';
 import type { StageContext } from '../pipeline/context.js';
 import { downloadItem } from '../pipeline/download.js';
 import { type Outcome, runError } from '../pipeline/outcomes.js';
-import { decide } from '../pipeline/plan.js';
+import { decide, plannedIdentity } from '../pipeline/plan.js';
 import { pollJob } from '../pipeline/poll.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from '../pipeline/poll-schedule.js';
 import { createPreflighter } from '../pipeline/preflight/index.js';
@@ -317,15 +317,7 @@ class ItemProcessor {
         verify: false,
         signal: shared.stop,
       });
-      const state = await store.plan({
-        id: item.id,
-        fp: decision.fp,
-        image: item.image,
-        module: item.module,
-        style: item.style ?? null,
-        src: decision.src,
-        ...(decision.preflight?.ok ? { preflight: decision.preflight.steps } : {}),
-      });
+      const state = await store.plan(plannedIdentity(item, decision));
       switch (decision.action) {
         case 'reject': {
           const { error } = decision;
@@ -344,6 +336,9 @@ class ItemProcessor {
           outcome = await downloadItem(ctx, state);
           break;
         case 'poll':
+          // Another worker may have polled this job a moment ago (it handed the item back): the
+          // 2 s floor (docs/contract.md#poll-floor) counts from now.
+          shared.polls.polled(item.id);
           outcome = await pollJob(ctx, state, { jobTimeoutMs: this.#deps.jobTimeoutMs });
           break;
         case 'submit':

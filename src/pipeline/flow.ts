@@ -14,7 +14,7 @@ import { downloadItem } from './download.js';
 import type { RunEvent } from './events.js';
 import type { Outcome } from './outcomes.js';
 import { runError } from './outcomes.js';
-import { type Decision, decide, type PreparedUpload } from './plan.js';
+import { type Decision, decide, type PreparedUpload, plannedIdentity } from './plan.js';
 import { pollJob } from './poll.js';
 import type { Preflighter } from './preflight/index.js';
 import type { RunStop } from './stop.js';
@@ -174,15 +174,7 @@ export class Flow {
       if (this.#stop.soft.aborted) return;
       throw error;
     }
-    const state = await this.#ctx.store.plan({
-      id: item.id,
-      fp: decision.fp,
-      image: item.image,
-      module: item.module,
-      style: item.style ?? null,
-      src: decision.src,
-      ...(decision.preflight?.ok ? { preflight: decision.preflight.steps } : {}),
-    });
+    const state = await this.#ctx.store.plan(plannedIdentity(item, decision));
     switch (decision.action) {
       case 'reject':
         this.#move('pending', null);

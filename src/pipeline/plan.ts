@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { ItemIdentity } from '../state/items.js';
 import type { SourceIdentity } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
@@ -18,6 +19,19 @@ export type Decision = { fp: string; src: SourceIdentity; preflight: PreflightRe
   | { action: 'poll'; jobId: string }
   | { action: 'submit'; upload: PreparedUpload; again: boolean }
 );
+
+/** The item as a decision plans it: its journal `item` record (or, under a worker, its Redis state). */
+export function plannedIdentity(item: Item, decision: Decision): ItemIdentity {
+  return {
+    id: item.id,
+    fp: decision.fp,
+    image: item.image,
+    module: item.module,
+    style: item.style ?? null,
+    src: decision.src,
+    ...(decision.preflight?.ok ? { preflight: decision.preflight.steps } : {}),
+  };
+}
 
 /** What {@link decide} needs besides the item. */
 export interface DecideDeps {

@@ -5,29 +5,18 @@
 import { appendFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'bullmq';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { QUEUE_NAME } from '../../src/distributed/queue.js';
 import { withRedis } from '../../src/distributed/redis.js';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
 import { kitchenJpeg } from '../helpers/images.js';
 import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
-import { catalogue, cli } from './world.js';
+import { catalogue, cli, useRedis } from './world.js';
 
 let redis: TestRedis;
 
 describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  beforeEach(async () => {
-    const client = new Redis(redis.url);
-    await client.flushdb();
-    client.disconnect();
-  });
+  redis = useRedis();
 
   it('adds one job per item; enqueueing again adds nothing; new rows add only themselves', async () => {
     const c = await catalogue(6);

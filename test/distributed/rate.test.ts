@@ -3,9 +3,10 @@
  * on two machines. A 429 one of them sees pauses the other; the tokens are one bucket for both.
  */
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { readSharedRate, SharedRate } from '../../src/distributed/rate.js';
-import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
+import { useRedis } from './world.js';
 
 let redis: TestRedis;
 const clients: Redis[] = [];
@@ -17,17 +18,9 @@ function limiter(options: ConstructorParameters<typeof SharedRate>[1] = {}): Sha
 }
 
 describe.skipIf(!HAS_REDIS)('shared rate (real Redis)', () => {
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
+  redis = useRedis();
+  afterAll(() => {
     for (const client of clients.splice(0)) client.disconnect();
-    await redis?.stop();
-  });
-  beforeEach(async () => {
-    const client = new Redis(redis.url);
-    await client.flushdb();
-    client.disconnect();
   });
 
   it('a 429 seen by one worker pauses the other until its Retry-After; the grant after it is the one probe', async () => {

@@ -9,15 +9,15 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import sharp from 'sharp';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { RATE_KEY } from '../../src/distributed/rate.js';
 import type { Sandbox, SandboxFaults, SandboxOptions } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
 import { type CliProcess, killAllClis, spawnCli, waitFor } from '../helpers/cli.js';
-import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 import { allFiles } from '../helpers/tmp.js';
-import { catalogue, cli, itemStates } from './world.js';
+import { catalogue, cli, itemStates, useRedis } from './world.js';
 
 let redis: TestRedis;
 const cleanups: Array<() => Promise<void>> = [];
@@ -110,17 +110,7 @@ async function expectAllSucceededOnce(w: World, submissions = 1): Promise<Report
 }
 
 describe.skipIf(!HAS_REDIS)('worker mode (real Redis, real worker processes)', () => {
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  beforeEach(async () => {
-    const client = new Redis(redis.url);
-    await client.flushdb();
-    client.disconnect();
-  });
+  redis = useRedis();
   afterEach(async () => {
     await killAllClis();
     for (const cleanup of cleanups.splice(0)) await cleanup();

@@ -1,12 +1,53 @@
 /** What the worker-mode tests share: a catalogue of real images, the CLI in process, a Redis client. */
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { main } from '../../src/cli.js';
 import { STATES_KEY } from '../../src/distributed/store.js';
 import type { ItemState } from '../../src/state/state.js';
 import { textSink } from '../helpers/cli.js';
 import { kitchenJpeg } from '../helpers/images.js';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/tmp.js';
+
+/**
+ * One Redis for the enclosing `describe`: started before its tests, emptied before each, stopped after
+ * all. The returned object reads through to the running server (its port stays across a restart).
+ */
+export function useRedis(): TestRedis {
+  let current: TestRedis | undefined;
+  beforeAll(async () => {
+    current = await startRedis();
+  });
+  afterAll(async () => {
+    await current?.stop();
+  });
+  beforeEach(async () => {
+    const client = new Redis(running().url);
+    await client.flushdb();
+    client.disconnect();
+  });
+  const running = () => {
+    if (!current) throw new Error('Redis is not started yet (useRedis runs in beforeAll)');
+    return current;
+  };
+  return {
+    get url() {
+      return running().url;
+    },
+    get port() {
+      return running().port;
+    },
+    get pid() {
+      return running().pid;
+    },
+    get dir() {
+      return running().dir;
+    },
+    stop: () => running().stop(),
+    restart: () => running().restart(),
+  };
+}
 
 /** Runs the CLI in this process. */
 export async function cli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = process.cwd()) {
