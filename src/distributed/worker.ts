@@ -173,42 +173,44 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       }
       stop.begin();
     };
-    const styles = await fetchStyleKeys({ ...shared, store: { record: async () => {} } }, (message) => {
-      logger.warn({ event: 'warning' }, message);
-      emit({ type: 'warning', message });
-    });
-
-    const processItem = new ItemProcessor({
-      redis,
-      shared,
-      styles,
-      preflighter,
-      outDir,
-      logger,
-      emit,
-      fail,
-      summary,
-      jobTimeoutMs: options.jobTimeoutMs ?? 1_800_000,
-    });
-    const blocking = await openRedis(options.redisUrl, { blocking: true });
-    const worker = new Worker<QueuedItem, ItemResult>(
-      QUEUE_NAME,
-      (job, token) => processItem.run(job, token!),
-      {
-        connection: blocking,
-        concurrency,
-        name,
-        lockDuration: stallTimeoutMs,
-        stalledInterval: Math.min(30_000, stallTimeoutMs),
-        // A worker killed mid-item leaves it "stalled": another takes it over, a few times at most.
-        maxStalledCount: 3,
-        autorun: false,
-      },
-    );
-    worker.on('error', (error) => logger.warn({ event: 'queue_error', err: error.message }, 'BullMQ error'));
-    const running = worker.run();
-    stop.soft.addEventListener('abort', () => void worker.close(), { once: true });
+    let blocking: Redis | undefined;
     try {
+      const styles = await fetchStyleKeys({ ...shared, store: { record: async () => {} } }, (message) => {
+        logger.warn({ event: 'warning' }, message);
+        emit({ type: 'warning', message });
+      });
+      const processItem = new ItemProcessor({
+        redis,
+        shared,
+        styles,
+        preflighter,
+        outDir,
+        logger,
+        emit,
+        fail,
+        summary,
+        jobTimeoutMs: options.jobTimeoutMs ?? 1_800_000,
+      });
+      blocking = await openRedis(options.redisUrl, { blocking: true });
+      const worker = new Worker<QueuedItem, ItemResult>(
+        QUEUE_NAME,
+        (job, token) => processItem.run(job, token!),
+        {
+          connection: blocking,
+          concurrency,
+          name,
+          lockDuration: stallTimeoutMs,
+          stalledInterval: Math.min(30_000, stallTimeoutMs),
+          // A worker killed mid-item leaves it "stalled": another takes it over, a few times at most.
+          maxStalledCount: 3,
+          autorun: false,
+        },
+      );
+      worker.on('error', (error) =>
+        logger.warn({ event: 'queue_error', err: error.message }, 'BullMQ error'),
+      );
+      const running = worker.run();
+      stop.soft.addEventListener('abort', () => void worker.close(), { once: true });
       if (options.untilDrained) {
         summary.drained = await untilDrained(redis, processItem, stop.soft);
         // Nothing is held by any worker: a partial download still there is a killed worker's.
@@ -221,7 +223,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       rate.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();
-      blocking.disconnect();
+      blocking?.disconnect();
       logger.info({ event: 'worker_end', ...summary }, 'worker stopped');
       logger.flush?.();
     }
