@@ -45,10 +45,17 @@ export interface EnqueueCounts {
   rejected: number;
 }
 
+/** Flags of `enqueue`. */
+export const ENQUEUE_FLAGS = {
+  redis: { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
 export async function enqueueCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
-    options: { redis: { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
+    options: ENQUEUE_FLAGS,
     allowPositionals: true,
     strict: true,
   });

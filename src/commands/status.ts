@@ -13,10 +13,13 @@ import type { CommandDeps } from './common.js';
 /** The states `status` counts, in BullMQ's words. */
 const STATES = ['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'] as const;
 
+/** Flags of `status`. */
+export const STATUS_FLAGS = { redis: { type: 'string' }, json: { type: 'boolean' } } as const;
+
 export async function statusCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
-    options: { redis: { type: 'string' }, json: { type: 'boolean' } },
+    options: STATUS_FLAGS,
     allowPositionals: true,
     strict: true,
   });

@@ -2,11 +2,14 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { type CommandDeps, fetchStyles, SERVICE_FLAGS, serviceTarget } from './common.js';
 
+/** Flags of `styles`. */
+export const STYLES_FLAGS = { ...SERVICE_FLAGS, json: { type: 'boolean' } } as const;
+
 /** `kitchen-batch styles`: prints the valid style keys from `GET /v1/styles`. */
 export async function stylesCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
-    options: { ...SERVICE_FLAGS, json: { type: 'boolean' } },
+    options: STYLES_FLAGS,
     allowPositionals: true,
     strict: true,
   });
