@@ -58,11 +58,14 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
   };
   try {
     if (lock.tookOver) {
-      const { pid, started_at } = lock.tookOver;
-      warn(`took over the lock of a run that is gone (pid ${pid}, started ${started_at})`, {
-        event: 'lock_takeover',
-        holder: lock.tookOver,
-      });
+      const { pid, host, started_at, reason } = lock.tookOver;
+      warn(
+        `took over the lock of a run that is gone (pid ${pid} on ${host}, started ${started_at}): ${reason}`,
+        {
+          event: 'lock_takeover',
+          holder: lock.tookOver,
+        },
+      );
     }
     await removeLeftoverParts(resultsDir, logger);
     const file = path.join(dir, 'journal.jsonl');

@@ -3,11 +3,13 @@
  * refused, a stale lock of a dead (or zombie) process is taken over, SIGINT exits 130 with state
  * saved and a rerun finishes without duplicate POSTs.
  */
-import { spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { acquireLock, LOCK_STALE_MS, type LockInfo, staleReason } from '../../src/state/lock.js';
 import { isDeadOrZombie, waitFor } from '../helpers/cli.js';
 import {
   createsPerItem,
@@ -23,6 +25,17 @@ import {
 } from './world.js';
 
 const { setup, cleanup } = perTest({ processingMs: 300, jitterMs: 100 });
+
+/** Whether PID namespaces can be made here (root, or a kernel that allows it). */
+const CAN_UNSHARE = (() => {
+  try {
+    execFileSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    console.warn('unshare --pid is not permitted here: the PID-namespace lock test is skipped');
+    return false;
+  }
+})();
 
 async function lockPid(out: string): Promise<number | null> {
   try {
@@ -128,6 +141,91 @@ describe('lock', () => {
     expect(sandbox.stats.requests.length).toBe(0);
     alive.kill();
   });
+});
+
+/** Writes a lock file as a holder would, touched `ageMs` ago. */
+async function plantLock(out: string, holder: Partial<LockInfo>, ageMs = 0): Promise<void> {
+  await mkdir(out, { recursive: true });
+  const file = path.join(out, '.lock');
+  await writeFile(
+    file,
+    `${JSON.stringify({ pid: 999_999, host: os.hostname(), started_at: new Date().toISOString(), ...holder })}\n`,
+  );
+  const at = new Date(Date.now() - ageMs);
+  await utimes(file, at, at);
+}
+
+describe('lock in containers (issue 14)', () => {
+  it('says why a lock is stale: heartbeat, host, boot, own pid, gone, reused pid', () => {
+    const now = Date.now();
+    const here = { host: os.hostname(), started_at: 'x' };
+    const ownStart = readFileSync('/proc/self/stat', 'utf8');
+    const start = ownStart.slice(ownStart.lastIndexOf(')') + 2).split(' ')[19]!;
+    // Another machine: only the heartbeat can tell.
+    expect(staleReason({ ...here, host: 'elsewhere', pid: 1 }, now - 5_000, now)).toBeNull();
+    expect(staleReason({ ...here, host: 'elsewhere', pid: 1 }, now - LOCK_STALE_MS - 1000, now)).toMatch(
+      /heartbeat is 61 s old/,
+    );
+    expect(staleReason({ ...here, pid: process.ppid, boot_id: 'another-boot' }, now, now)).toMatch(
+      /restarted/,
+    );
+    expect(staleReason({ ...here, pid: process.pid }, now, now)).toMatch(/pid is this process/);
+    expect(staleReason({ ...here, pid: 999_999_999 }, now, now)).toMatch(/gone/);
+    expect(staleReason({ ...here, pid: process.ppid, pid_start: '1' }, now, now)).toMatch(/another process/);
+    // A live process that started when the lock says: held.
+    const parent = readFileSync(`/proc/${process.ppid}/stat`, 'utf8');
+    const parentStart = parent.slice(parent.lastIndexOf(')') + 2).split(' ')[19]!;
+    expect(staleReason({ ...here, pid: process.ppid, pid_start: parentStart }, now, now)).toBeNull();
+    expect(start).toMatch(/^\d+$/);
+  });
+
+  it('keeps its heartbeat while held, refuses a second holder in the same process, and is gone after release', async () => {
+    const { out } = await setup(1);
+    await mkdir(out, { recursive: true });
+    const lock = await acquireLock(out, { heartbeatMs: 200 });
+    const file = path.join(out, '.lock');
+    const old = new Date(Date.now() - 30_000);
+    await utimes(file, old, old);
+    await waitFor(async () => Date.now() - (await stat(file)).mtimeMs < 5_000, { what: 'a heartbeat' });
+    // Its pid is this process's, but this process holds it: not stale.
+    await expect(acquireLock(out)).rejects.toThrow(/in use by another kitchen-batch run/);
+    await lock.release();
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('takes over a lock from another host whose heartbeat is old; refuses one whose heartbeat is fresh', async () => {
+    const { fixture, sandbox, out } = await setup(1);
+    await plantLock(out, { host: 'rescheduled-pod-7f9c', pid: 1 }, 5_000);
+    const fresh = await run(fixture, sandbox, out);
+    expect(fresh.code, fresh.stderr).toBe(2);
+    expect(fresh.stderr).toContain('pid 1 on rescheduled-pod-7f9c');
+    await plantLock(out, { host: 'rescheduled-pod-7f9c', pid: 1 }, LOCK_STALE_MS + 30_000);
+    const old = await run(fixture, sandbox, out);
+    expect(old.code, old.stderr).toBe(0);
+    expect(old.stderr).toMatch(/took over the lock .*pid 1 on rescheduled-pod-7f9c.*heartbeat is \d+ s old/);
+  });
+
+  it.skipIf(!CAN_UNSHARE)(
+    'a run SIGKILLed inside a PID namespace is resumed by a run in a new one (its pid 1 is the lock’s)',
+    async () => {
+      const { fixture, sandbox, out } = await setup(3, { processingMs: 4000, jitterMs: 0 });
+      const prefix = ['unshare', '--pid', '--fork', '--mount-proc'];
+      const first = startRun(fixture, sandbox, out, [], { prefix });
+      await waitFor(async () => (await lockPid(out)) === 1 && sandbox.stats.jobs >= 1, {
+        timeoutMs: 20_000,
+        what: 'the namespaced run to hold the lock and submit',
+      });
+      // The namespace's init is unshare's child: killing it kills every process in the namespace.
+      const init = Number(execFileSync('pgrep', ['-P', String(first.pid)], { encoding: 'utf8' }).trim());
+      process.kill(init, 'SIGKILL');
+      await first.exited;
+      expect(await lockPid(out)).toBe(1);
+      const again = await run(fixture, sandbox, out, [], { prefix, timeoutMs: 60_000 });
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stderr).toMatch(/took over the lock .*pid 1 .*pid is this process/);
+      expect(sandbox.stats.jobs).toBe(3);
+    },
+  );
 });
 
 describe('SIGINT', () => {
