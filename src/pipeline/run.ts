@@ -20,7 +20,7 @@ import { type ResolvedRunOptions, type RunOptions, resolveRunOptions } from './o
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
 import { createPreflighter } from './preflight/index.js';
 import { RunReporter } from './reporting.js';
-import { inShard } from './shard.js';
+import { inShard, shardChange, shardText } from './shard.js';
 import { RunStop } from './stop.js';
 import { fetchStyleKeys } from './styles.js';
 import { UploadReader } from './submit.js';
@@ -70,6 +70,8 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     onWarning: (message) => options.onEvent({ type: 'warning', message }),
   });
   try {
+    const refusal = shardChange(folder.lastRun?.shard, shard, options.outDir);
+    if (refusal) throw new StateError('shard_changed', refusal);
     const { logger } = folder;
     const store = new ItemStore(folder.journal, folder.states, {
       onFailure: (error) => flow.fail(error),
@@ -143,6 +145,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
           manifest: options.manifest,
           base_url: client.baseUrl,
           pid: process.pid,
+          ...(shard ? { shard: shardText(shard) } : {}),
         },
         { sync: true },
       );

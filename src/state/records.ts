@@ -10,7 +10,16 @@ export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha
  */
 export type JournalRecord =
   /** A run started (or resumed) on this folder. */
-  | { t: 'run'; at: string; v: 1; manifest: string; base_url: string; pid: number }
+  | {
+      t: 'run';
+      at: string;
+      v: 1;
+      manifest: string;
+      base_url: string;
+      pid: number;
+      /** `--shard K/N` of the run, when it ran one part (docs/contract.md#sharding). */
+      shard?: string;
+    }
   /**
    * The run's items in manifest order (after sharding): what `report` rebuilds. They are listed in
    * `file` (`plan.jsonl` beside the journal), so a catalogue of 10^6 items is not one journal line

@@ -12,6 +12,7 @@ import { createRunLogger } from '../util/logger.js';
 import { shouldCompact, writeCompactJournal } from './compact.js';
 import { JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
+import type { LastRun } from './state.js';
 import type { ItemTable } from './table.js';
 
 /** Options of {@link openRunFolder}. */
@@ -38,6 +39,8 @@ export interface RunFolder {
   interner: Interner;
   /** Whether an earlier run left a journal here. */
   resumed: boolean;
+  /** The last `run` record of the journal (the previous run's facts), if any. */
+  lastRun: LastRun['run'];
   /** Closes the journal, flushes the log and releases the lock. */
   close(): Promise<void>;
 }
@@ -94,6 +97,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
       states,
       interner: fold.interner,
       resumed: fold.records > 0,
+      lastRun: fold.last.run,
       close: async () => {
         try {
           await journal.close();

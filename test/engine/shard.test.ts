@@ -2,9 +2,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
+import { StateError } from '../../src/errors.js';
 import { inShard, parseShard } from '../../src/pipeline/shard.js';
 import type { Report } from '../../src/types.js';
-import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
+import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
 import { textSink } from '../helpers/cli.js';
 import { createRequests } from '../helpers/sandbox.js';
 
@@ -59,5 +60,25 @@ describe('--shard K/N and report --merge', () => {
       cwd: ws.dir,
     });
     expect(again).toBe(2);
+  });
+
+  it('a folder keeps its --shard K/N: another N, or no --shard, refuses (exit 2) before anything is sent', async () => {
+    ws = await workspace({ items: 6 });
+    const out = path.join(ws.dir, 'shard-1-of-2');
+    const first = await ws.run({ limits: { shard: { index: 1, count: 2 } }, out });
+    expect(first.exitCode).toBe(0);
+    const sent = ws.sandbox.stats.requests.length;
+    for (const shard of [{ index: 1, count: 3 }, null]) {
+      const error = await thrown(() => ws!.run({ ...(shard ? { limits: { shard } } : {}), out }));
+      expect(error).toBeInstanceOf(StateError);
+      expect((error as StateError).code).toBe('shard_changed');
+      expect((error as Error).message).toContain('holds shard 1/2');
+    }
+    expect(ws.sandbox.stats.requests.length).toBe(sent);
+    // The same part resumes (nothing left to do); an unsharded folder may be narrowed to one part.
+    expect((await ws.run({ limits: { shard: { index: 1, count: 2 } }, out })).exitCode).toBe(0);
+    const whole = path.join(ws.dir, 'whole');
+    expect((await ws.run({ out: whole })).exitCode).toBe(0);
+    expect((await ws.run({ limits: { shard: { index: 2, count: 2 } }, out: whole })).exitCode).toBe(0);
   });
 });
