@@ -66,6 +66,8 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'limits.maxSubmissions': '--max-submissions',
   'limits.jobTimeoutMs': '--job-timeout',
   'limits.shard': '--shard',
+  'limits.maxDurationMs': '--max-duration',
+  'limits.maxRate': '--max-rate',
   'preflight.maxSide': '--max-side',
   'preflight.stripMetadata': '--strip-metadata',
   'preflight.keepMetadata': '--keep-metadata',
@@ -90,6 +92,31 @@ export function intFlag(name: string, raw: string | undefined): number | undefin
 }
 
 /** A positive number of seconds, as milliseconds. */
+/**
+ * A duration such as `45m`, `6h`, `1h30m`, `90s` or `90` (seconds), in ms; `--max-duration`.
+ */
+export function durationFlag(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  const text = raw.trim().toLowerCase();
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)?/g)];
+  const total = parts.reduce((ms, [, n, u]) => ms + Number(n) * unit[u ?? 's']!, 0);
+  if (text === '' || parts.map((p) => p[0]).join('') !== text || !(total > 0)) {
+    throw new OptionError(`--${name}`, 'a duration such as 45m, 6h, 1h30m or 90s', raw);
+  }
+  return Math.round(total);
+}
+
+/** A positive number (`--max-rate`), or undefined when absent. */
+export function positiveFlag(name: string, raw: string | undefined, what: string): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(value) || value <= 0) {
+    throw new OptionError(`--${name}`, what, raw);
+  }
+  return value;
+}
+
 export function secondsFlag(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);
@@ -106,6 +133,8 @@ export interface RunFlagValues {
   'retry-failed'?: boolean | undefined;
   'retry-ambiguous'?: boolean | undefined;
   'job-timeout'?: string | undefined;
+  'max-duration'?: string | undefined;
+  'max-rate'?: string | undefined;
   'log-level'?: string | undefined;
   shard?: string | undefined;
   'max-submissions'?: string | undefined;
@@ -130,6 +159,8 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       maxSubmissions: intFlag('max-submissions', values['max-submissions']),
       jobTimeoutMs: secondsFlag('job-timeout', values['job-timeout']),
       shard: values.shard === undefined ? undefined : parseShard(values.shard),
+      maxDurationMs: durationFlag('max-duration', values['max-duration']),
+      maxRate: positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second'),
     }),
     preflight: defined({
       maxSide: intFlag('max-side', values['max-side']),

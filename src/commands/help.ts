@@ -29,6 +29,11 @@ const RUN_OPTIONS: Array<[string, string]> = [
   ['--retry-ambiguous', 'resend submissions whose outcome is unknown (possible duplicate charge)'],
   ['--job-timeout SECONDS', 'a job not ended by then is incomplete/job_timeout (default 1800)'],
   ['--max-submissions N', 'submit at most N new jobs in this run (cost guard)'],
+  [
+    '--max-duration DURATION',
+    'a window (45m, 6h, 1h30m): no new submissions after it, jobs in flight get a grace period (a quarter of it, at most 5 min), the rest is incomplete/max_duration; exit 1, a rerun continues',
+  ],
+  ['--max-rate R', 'at most R service requests per second (to split one key between jobs)'],
   ['--shard K/N', 'run only part K of N (1-based) of the items'],
   [
     '--keep-metadata',
@@ -39,6 +44,7 @@ const RUN_OPTIONS: Array<[string, string]> = [
   ['--verify', 'hash every finished result on resume (default: size and mtime)'],
   ['--log-level LEVEL', 'run.log level: fatal|error|warn|info|debug|trace|silent (default info)'],
   ['--no-progress', 'no progress display on stderr'],
+  ['--verbose', '(-v) also print run.log on stderr as readable lines (the key never appears)'],
   ['--json', 'print the final summary as one JSON object on stdout'],
   ['--sandbox', 'start the built-in emulator and use it (no key or URL needed)'],
   ...SERVICE,

@@ -3,6 +3,7 @@ import { flagLabel, runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
+import { humanLogger } from '../util/logger.js';
 import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
 import { ProgressPrinter } from './progress.js';
 
@@ -19,10 +20,13 @@ export const RUN_FLAGS = {
   json: { type: 'boolean' },
   shard: { type: 'string' },
   'max-submissions': { type: 'string' },
+  'max-duration': { type: 'string' },
+  'max-rate': { type: 'string' },
   'strip-metadata': { type: 'boolean' },
   'keep-metadata': { type: 'boolean' },
   'max-side': { type: 'string' },
   verify: { type: 'boolean' },
+  verbose: { type: 'boolean', short: 'v' },
 } as const;
 
 /**
@@ -47,9 +51,10 @@ export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: Comm
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
+  // --verbose prints log lines on stderr: the live line would be torn by them, so lines only.
   const progress = new ProgressPrinter({
     stream: deps.stderr,
-    mode: values['no-progress'] ? 'off' : deps.stderr.isTTY ? 'tty' : 'plain',
+    mode: values['no-progress'] ? 'off' : deps.stderr.isTTY && !values.verbose ? 'tty' : 'plain',
   });
   const options = resolvePlanOptions(
     {
@@ -59,6 +64,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
         ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
       },
       onEvent: progress.handle,
+      ...(values.verbose ? { logger: humanLogger(deps.stderr, values['log-level'] ?? 'info') } : {}),
     },
     flagLabel,
   );

@@ -26,6 +26,10 @@ export interface FlowOptions {
   concurrency: number;
   maxSubmissions: number | null;
   jobTimeoutMs: number;
+  /** No new submissions after this long (null: no window); see `LimitOptions.maxDurationMs`. */
+  maxDurationMs: number | null;
+  /** In-flight jobs' time after `maxDurationMs`. */
+  maxDurationGraceMs: number;
   retryFailed: boolean;
   retryAmbiguous: boolean;
   verify: boolean;
@@ -46,6 +50,13 @@ export interface FlowCounts {
 type Place = keyof FlowCounts;
 type ItemStatusEvent = Extract<RunEvent, { type: 'item' }>['status'];
 
+/** `6h`, `45m`, `1h30m`, `90s`: a duration as a person writes it. */
+function describeDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  const [h, m, sec] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${sec || s === 0 ? `${sec}s` : ''}`;
+}
+
 /** Runs items through the stages; one instance per run. */
 export class Flow {
   readonly #ctx: StageContext<ItemStore>;
@@ -62,6 +73,9 @@ export class Flow {
   #fatal: KitchenError | undefined;
   #interrupted: string | undefined;
   #submitted = 0;
+  /** Set when `maxDurationMs` passed: why what is left is incomplete. */
+  #expired: ItemError | null = null;
+  #windowTimers: NodeJS.Timeout[] = [];
 
   constructor(
     ctx: StageContext<ItemStore>,
@@ -89,6 +103,11 @@ export class Flow {
     return this.#interrupted;
   }
 
+  /** Set once `--max-duration` passed: the error of every item the run did not finish. */
+  get expired(): ItemError | null {
+    return this.#expired;
+  }
+
   /** Submissions this run started (each item once, however often it was retried). */
   get submitted(): number {
     return this.#submitted;
@@ -105,15 +124,16 @@ export class Flow {
    */
   async run(items: AsyncIterable<Item>, total: number): Promise<void> {
     this.#counts.pending = total;
+    this.#armWindow();
     try {
       const window = Math.max(4, this.#options.concurrency * 2);
       for await (const item of items) {
-        if (this.#stop.soft.aborted) break;
+        if (this.#stop.soft.aborted || this.#expired) break;
         // Back-pressure: no queue holds more than a small window, so memory stays flat.
         await this.#prep.onSizeLessThan(this.#prep.concurrency * 2);
         await this.#jobs.onSizeLessThan(window);
         await this.#downloads.onSizeLessThan(window);
-        if (this.#stop.soft.aborted) break;
+        if (this.#stop.soft.aborted || this.#expired) break;
         this.#enqueue(this.#prep, () => this.#prepare(item));
       }
       // Queues feed each other: wait until all three are idle at once.
@@ -121,7 +141,39 @@ export class Flow {
       while (queues.some((q) => q.size + q.pending > 0)) await Promise.all(queues.map((q) => q.onIdle()));
     } catch (error) {
       this.fail(error);
+    } finally {
+      for (const timer of this.#windowTimers) clearTimeout(timer);
     }
+  }
+
+  /**
+   * `--max-duration`: at the deadline no new submission starts (the items not reached are left as
+   * they are); jobs in flight get the grace period to end and be downloaded, then the run stops as
+   * at a signal, but with exit 1: what is left is `incomplete/max_duration`, and a rerun continues.
+   */
+  #armWindow(): void {
+    const { maxDurationMs, maxDurationGraceMs } = this.#options;
+    if (maxDurationMs === null) return;
+    const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+    const window = describeDuration(maxDurationMs);
+    const deadline = setTimeout(() => {
+      this.#expired = {
+        code: 'max_duration',
+        message: `not finished: the run reached --max-duration ${window}; a rerun continues`,
+      };
+      const message = `reached --max-duration ${window}: no new submissions; jobs in flight have ${seconds(maxDurationGraceMs)} to finish`;
+      this.#ctx.logger.warn({ event: 'max_duration', grace_ms: maxDurationGraceMs }, message);
+      this.#emit({ type: 'warning', message });
+      for (const queue of [this.#prep, this.#jobs]) queue.clear();
+      const grace = setTimeout(() => {
+        this.#ctx.logger.warn({ event: 'max_duration_grace_over' }, 'grace period over: stopping');
+        this.#beginStop();
+      }, maxDurationGraceMs);
+      grace.unref();
+      this.#windowTimers.push(grace);
+    }, maxDurationMs);
+    deadline.unref();
+    this.#windowTimers.push(deadline);
   }
 
   /** Stops the run for good: the first fatal error wins; in-flight work gets the grace period. */
@@ -232,6 +284,7 @@ export class Flow {
 
   /** The cost guard, then the submit stage; `submitted` announced once the job id is journaled. */
   async #submit(item: Item, state: ItemState, upload: PreparedUpload): Promise<Outcome> {
+    if (this.#expired) return { kind: 'incomplete', error: this.#expired };
     const max = this.#options.maxSubmissions;
     if (max !== null && this.#submitted >= max) {
       const message = `not submitted: this run reached --max-submissions ${max}; a rerun continues`;
@@ -284,8 +337,13 @@ export class Flow {
       case 'fatal':
         this.fail(outcome.error);
         return;
-      case 'accepted':
       case 'stopped':
+        // Stopped by the window (not a signal): say so in the item's state, for the report.
+        if (this.#expired && !this.#interrupted && !this.#fatal) {
+          await this.#ctx.store.record({ t: 'incomplete', id, fp: state.fp, error: this.#expired });
+        }
+        return;
+      case 'accepted':
         return;
     }
   }

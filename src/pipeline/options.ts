@@ -5,6 +5,7 @@
  * default of its own. CLI flag names live in `src/config.ts`, which maps flags onto these options.
  */
 import path from 'node:path';
+import type { Logger } from 'pino';
 import { normaliseBaseUrl } from '../api/client.js';
 import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
@@ -29,6 +30,12 @@ export interface ServiceOptions {
   unreachableMs?: number;
 }
 
+/** The service as a caller gives it: base URL and key may come from the environment instead. */
+export type ServiceInput = Omit<ServiceOptions, 'baseUrl' | 'apiKey'> & {
+  baseUrl?: string | undefined;
+  apiKey?: string | undefined;
+};
+
 /** How images are prepared before upload. */
 export interface PreflightRunOptions {
   /**
@@ -52,6 +59,16 @@ export interface LimitOptions {
   jobTimeoutMs?: number;
   /** Run only part K of N of the items. @default all items */
   shard?: Shard;
+  /**
+   * A window for the run (a nightly slot): no new submissions after this long; jobs in flight then
+   * get {@link maxDurationGraceMs} to end and be downloaded; what is left is `incomplete/max_duration`
+   * and a rerun continues. @default unlimited
+   */
+  maxDurationMs?: number;
+  /** In-flight jobs' time after `maxDurationMs`. @default a quarter of `maxDurationMs`, at most 5 min */
+  maxDurationGraceMs?: number;
+  /** Cap on service requests per second (the governor never goes above it). @default none */
+  maxRate?: number;
 }
 
 /** What a rerun does again. */
@@ -98,7 +115,11 @@ export interface RunOptions {
   out?: string;
   /** Folder relative paths resolve against. @default process.cwd() */
   cwd?: string;
-  service: ServiceOptions;
+  /**
+   * The service. `baseUrl` and `apiKey` default to `KITCHEN_API_BASE_URL` and `KITCHEN_API_KEY` from
+   * the environment, as for the CLI. @default both from the environment
+   */
+  service?: ServiceInput;
   preflight?: PreflightRunOptions;
   limits?: LimitOptions;
   resume?: ResumeOptions;
@@ -107,10 +128,15 @@ export interface RunOptions {
   output?: OutputOptions;
   /** Progress and item events. A listener that throws is logged, never fatal. */
   onEvent?: (event: RunEvent) => void;
+  /**
+   * A pino logger of the caller's: every run.log line is also given to it, at its level (the key
+   * redacted as in run.log). run.log is written either way.
+   */
+  logger?: Logger;
 }
 
 /** The options of `plan`: a run stopped before submitting, which may have no service. */
-export type PlanOptions = Omit<RunOptions, 'service'> & { service?: ServiceOptions };
+export type PlanOptions = Omit<RunOptions, 'service'> & { service?: ServiceInput };
 
 /** {@link RunOptions} with every default filled in and every value checked. */
 export interface ResolvedRunOptions {
@@ -123,12 +149,21 @@ export interface ResolvedRunOptions {
   service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
     Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
   preflight: Required<Omit<PreflightRunOptions, 'stripMetadata'>>;
-  limits: { concurrency: number; maxSubmissions: number | null; jobTimeoutMs: number; shard: Shard | null };
+  limits: {
+    concurrency: number;
+    maxSubmissions: number | null;
+    jobTimeoutMs: number;
+    shard: Shard | null;
+    maxDurationMs: number | null;
+    maxDurationGraceMs: number;
+    maxRate: number | null;
+  };
   resume: Required<ResumeOptions>;
   timing: Required<TimingOptions>;
   signals: SignalOptions;
   output: Required<OutputOptions>;
   onEvent: (event: RunEvent) => void;
+  logger: Logger | null;
 }
 
 /** {@link PlanOptions} resolved: as a run, with the service optional. */
@@ -165,7 +200,13 @@ export function resolveRunOptions(
 ): ResolvedRunOptions {
   if (isResolved(input)) return input;
   const { service, ...rest } = input;
-  return withService(resolvePlanOptions(rest, label), service, label);
+  const env = process.env;
+  const filled: ServiceInput = {
+    ...service,
+    baseUrl: service?.baseUrl ?? (env.KITCHEN_API_BASE_URL?.trim() || undefined),
+    apiKey: service?.apiKey ?? (env.KITCHEN_API_KEY?.trim() || undefined),
+  };
+  return withService(resolvePlanOptions(rest, label), filled, label);
 }
 
 /** As {@link resolveRunOptions}, for `plan`, where the service is optional. */
@@ -179,7 +220,7 @@ export function resolvePlanOptions(input: PlanOptions, label: OptionLabel = (p) 
  */
 export function withService(
   options: ResolvedPlanOptions,
-  service: ServiceOptions | undefined,
+  service: ServiceInput | undefined,
   label: OptionLabel = (p) => p,
 ): ResolvedRunOptions {
   const checked = resolveService(service, label);
@@ -190,7 +231,7 @@ export function withService(
 }
 
 function resolveService(
-  service: ServiceOptions | undefined,
+  service: ServiceInput | undefined,
   label: OptionLabel,
 ): ResolvedRunOptions['service'] | null {
   if (!service) return null;
@@ -238,6 +279,9 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       maxSubmissions: wholeNumber(label('limits.maxSubmissions'), limits.maxSubmissions, { min: 0 }) ?? null,
       jobTimeoutMs: numberAbove(label('limits.jobTimeoutMs'), limits.jobTimeoutMs, 0, 1_800_000, 'ms'),
       shard,
+      ...maxDuration(limits, label),
+      maxRate:
+        limits.maxRate === undefined ? null : numberAbove(label('limits.maxRate'), limits.maxRate, 0, 0),
     },
     resume: {
       retryFailed: flag(label('resume.retryFailed'), resume.retryFailed, false),
@@ -267,10 +311,27 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       logLevel: oneOf(label('output.logLevel'), output.logLevel, LOG_LEVELS, 'info'),
     },
     onEvent: input.onEvent ?? (() => {}),
+    logger: input.logger ?? null,
   };
 }
 
 /** `keepMetadata`, refusing the old `stripMetadata: true` beside it (they say opposite things). */
+function maxDuration(limits: LimitOptions, label: OptionLabel) {
+  if (limits.maxDurationMs === undefined) return { maxDurationMs: null, maxDurationGraceMs: 0 };
+  const maxDurationMs = numberAbove(label('limits.maxDurationMs'), limits.maxDurationMs, 0, 0, 'ms');
+  const grace = Math.min(300_000, maxDurationMs / 4);
+  return {
+    maxDurationMs,
+    maxDurationGraceMs: numberAbove(
+      label('limits.maxDurationGraceMs'),
+      limits.maxDurationGraceMs,
+      -1,
+      grace,
+      'ms',
+    ),
+  };
+}
+
 function keepMetadata(preflight: PreflightRunOptions, label: (option: string) => string): boolean {
   const keep = flag(label('preflight.keepMetadata'), preflight.keepMetadata, false);
   if (flag(label('preflight.stripMetadata'), preflight.stripMetadata, false) && keep) {

@@ -1,12 +1,25 @@
 import type { ServiceGate } from '../api/gate.js';
-import { type RunInfo, reportRows } from '../report/build.js';
+import { isUnfinishedDefault, type RunInfo, reportRows } from '../report/build.js';
 import { type WrittenReport, writeReports } from '../report/write.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
 import type { StateLookup } from '../state/table.js';
+import type { ItemError, ReportItem } from '../types.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
 import type { ProgressCounts, RunEvent } from './events.js';
 import type { FlowCounts } from './flow.js';
+
+/** The rows, with the run's `--max-duration` as the reason of those left unfinished without one. */
+async function* withWindow(
+  rows: AsyncIterable<ReportItem>,
+  expired: ItemError | null,
+): AsyncGenerator<ReportItem> {
+  for await (const row of rows) {
+    yield expired && row.status === 'incomplete' && isUnfinishedDefault(row.error)
+      ? { ...row, error: expired }
+      : row;
+  }
+}
 
 /** What {@link RunReporter} reads. */
 export interface ReporterDeps {
@@ -24,7 +37,12 @@ export interface ReporterDeps {
   gate: ServiceGate;
   /** Poll counts of this run (PollScheduler.stats). */
   polls: { readonly jobs: number; readonly polls: number; readonly firstHits: number };
-  flow: { readonly counts: Readonly<FlowCounts>; readonly submitted: number };
+  flow: {
+    readonly counts: Readonly<FlowCounts>;
+    readonly submitted: number;
+    /** Set when `--max-duration` ended the run: the error of every item it left unfinished. */
+    readonly expired: ItemError | null;
+  };
   emit: (event: RunEvent) => void;
   /** Write report.html with the final report. */
   html: boolean;
@@ -117,7 +135,7 @@ export class RunReporter {
     };
     return writeReports(
       outDir,
-      { info, rows: () => reportRows(outDir, plan, states) },
+      { info, rows: () => withWindow(reportRows(outDir, plan, states), flow.expired) },
       { html: final && this.#deps.html, manifestDir: this.#deps.manifestDir },
     );
   }

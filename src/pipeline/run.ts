@@ -68,6 +68,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     logLevel: options.output.logLevel,
     secrets: [options.service.apiKey],
     onWarning: (message) => options.onEvent({ type: 'warning', message }),
+    mirror: options.logger ?? undefined,
   });
   try {
     const refusal = shardChange(folder.lastRun?.shard, shard, options.outDir);
@@ -101,12 +102,20 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       cacheDir: path.join(options.outDir, '.prepared'),
       ...options.preflight,
     });
-    const { concurrency, maxSubmissions, jobTimeoutMs } = options.limits;
+    const { concurrency, maxSubmissions, jobTimeoutMs, maxDurationMs, maxDurationGraceMs } = options.limits;
     const flow: Flow = new Flow(
       ctx,
       stop,
       preflighter,
-      { outDir: options.outDir, concurrency, maxSubmissions, jobTimeoutMs, ...options.resume },
+      {
+        outDir: options.outDir,
+        concurrency,
+        maxSubmissions,
+        jobTimeoutMs,
+        maxDurationMs,
+        maxDurationGraceMs,
+        ...options.resume,
+      },
       emit,
     );
     stop.follow(options.signals, (reason) => flow.interrupt(reason));
@@ -233,8 +242,10 @@ function connect(options: ResolvedRunOptions, logger: Logger, emit: (event: RunE
     ...(t.upload !== undefined ? { uploadTimeoutMs: t.upload } : {}),
     ...(t.download !== undefined ? { downloadTimeoutMs: t.download } : {}),
   });
+  const { maxRate } = options.limits;
   const governor = new RateGovernor({
     ...service.governor,
+    ...(maxRate !== null ? { maxRate: Math.min(maxRate, service.governor?.maxRate ?? maxRate) } : {}),
     onChange: (event) => {
       logger.info(
         { event: `rate_${event.type}`, ...event, type: undefined },

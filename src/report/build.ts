@@ -2,7 +2,7 @@ import { type PlanEntry, planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { StateLookup } from '../state/table.js';
-import type { Report, ReportItem, ReportTotals, RunStats } from '../types.js';
+import type { ItemError, Report, ReportItem, ReportTotals, RunStats } from '../types.js';
 import { grown } from '../util/packed.js';
 
 /** What the report says about a run beside its items. */
@@ -27,6 +27,14 @@ const UNFINISHED: Record<string, { code: string; message: string }> = {
     message: 'the job was sent but its outcome is unknown; a rerun submits it again',
   },
 };
+
+/** Whether an item's error is only the default words for where it stands (nothing said why). */
+export function isUnfinishedDefault(error: ItemError | null): boolean {
+  return (
+    error === null ||
+    Object.values(UNFINISHED).some((u) => u.code === error.code && u.message === error.message)
+  );
+}
 
 /** One report row from an item's journal state (pure). */
 export function reportItem(state: ItemState): ReportItem {

@@ -23,6 +23,8 @@ export interface RunFolderOptions {
   secrets: string[];
   /** Called with each warning a user should see (lock taken over, torn journal line). */
   onWarning?: (message: string) => void;
+  /** A logger every run.log line is also given to (the caller's, or `--verbose`'s). */
+  mirror?: Logger | undefined;
 }
 
 /** An open, locked run folder. */
@@ -54,6 +56,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
     file: path.join(dir, 'run.log'),
     level: options.logLevel,
     secrets: options.secrets,
+    mirror: options.mirror,
   });
   const warn = (message: string, fields: Record<string, unknown>) => {
     logger.warn(fields, message);

@@ -29,6 +29,8 @@ export interface RunLoggerOptions {
   level?: string;
   /** Extra strings to scrub from every line (the API key), belt and braces behind `redact`. */
   secrets?: string[];
+  /** Another logger every line is also given to, at its level (the caller's, or `--verbose`'s). */
+  mirror?: Logger | undefined;
 }
 
 /**
@@ -52,6 +54,7 @@ export function createRunLogger(options: RunLoggerOptions): Logger {
         // A full or broken disk under run.log must not end the run by itself: the journal and the
         // reports tell their own, clear errors for the same disk. The line is lost.
       }
+      if (options.mirror) forward(options.mirror, out);
     },
   };
   return pino(
@@ -62,5 +65,57 @@ export function createRunLogger(options: RunLoggerOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
     },
     scrubbed,
+  );
+}
+
+/** Gives a run.log line (JSON, already scrubbed) to another pino logger at the same level. */
+function forward(logger: Logger, line: string): void {
+  try {
+    const {
+      level,
+      time: _time,
+      pid: _pid,
+      hostname: _host,
+      msg,
+      ...fields
+    } = JSON.parse(line) as {
+      level: number;
+      msg?: string;
+      [key: string]: unknown;
+    };
+    const name = pino.levels.labels[level] as pino.Level | undefined;
+    if (name) logger[name](fields, msg);
+  } catch {
+    // A caller's logger that throws is not the run's problem.
+  }
+}
+
+/** Fields a human line leaves out (they are in every line, or are the line itself). */
+const PLAIN_SKIP = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
+
+/**
+ * A pino logger that writes human lines (`12:00:01 INFO  job accepted event=accepted item=k1`) to
+ * `stream`: what `--verbose` mirrors run.log to on stderr.
+ */
+export function humanLogger(stream: { write(text: string): unknown }, level = 'info'): Logger {
+  return pino(
+    { level, base: null, timestamp: pino.stdTimeFunctions.isoTime },
+    {
+      write(line: string) {
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          const label = (pino.levels.labels[entry.level as number] ?? 'log').toUpperCase().padEnd(5);
+          const clock = String(entry.time ?? '').slice(11, 19);
+          const fields = Object.entries(entry)
+            .filter(([key, value]) => !PLAIN_SKIP.has(key) && value !== undefined)
+            .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`);
+          stream.write(
+            `${clock} ${label} ${entry.msg ?? ''}${fields.length ? `  ${fields.join(' ')}` : ''}\n`,
+          );
+        } catch {
+          stream.write(line);
+        }
+      },
+    },
   );
 }
