@@ -51,10 +51,15 @@ export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: Comm
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
-  // --verbose prints log lines on stderr: the live line would be torn by them, so lines only.
+  // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
+  // --verbose's log lines would not tear: else plain lines.
   const progress = new ProgressPrinter({
     stream: deps.stderr,
-    mode: values['no-progress'] ? 'off' : deps.stderr.isTTY && !values.verbose ? 'tty' : 'plain',
+    mode: values['no-progress']
+      ? 'off'
+      : deps.stderr.isTTY && deps.env.TERM !== 'dumb' && !values.verbose
+        ? 'tty'
+        : 'plain',
   });
   const options = resolvePlanOptions(
     {
@@ -93,13 +98,22 @@ export function summary(result: RunResult, json: boolean, sandbox: boolean): str
       stats: run.stats ?? null,
       started_at: run.started_at,
       finished_at: run.finished_at,
+      done_earlier: result.resumed.doneEarlier,
+      submitted_now: result.resumed.submittedNow,
     })}\n`;
   }
   const seconds = ((run.stats?.duration_ms ?? 0) / 1000).toFixed(1);
+  const { doneEarlier, submittedNow } = result.resumed;
   const lines = [
     `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete` +
       `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charges` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
   ];
+  // A resumed run says what it did now, so "9 succeeded in 0.0 s" is not read as 9 jobs run now.
+  if (doneEarlier > 0) {
+    lines.push(
+      `  ${doneEarlier} ${doneEarlier === 1 ? 'was' : 'were'} done by an earlier run; ${submittedNow === 0 ? 'nothing' : submittedNow} submitted now`,
+    );
+  }
   const shown = result.problems.slice(0, 10);
   for (const item of shown) {
     lines.push(

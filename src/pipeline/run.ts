@@ -40,6 +40,8 @@ export interface RunResult {
    * `<outDir>/report.json` and `report.csv`, which a catalogue of any size is streamed into.
    */
   problems: ReportItem[];
+  /** Items an earlier run had finished (left alone now), and submissions this run made. */
+  resumed: { doneEarlier: number; submittedNow: number };
 }
 
 /**
@@ -227,7 +229,13 @@ async function finish(
   if (flow.fatal) throw finalError(flow.fatal, flow.submitted);
   if (flow.interrupted) throw new InterruptedError(flow.interrupted);
   const t = report.run.totals;
-  return { exitCode: t.succeeded === t.items ? 0 : 1, outDir, run: report.run, problems: report.problems };
+  return {
+    exitCode: t.succeeded === t.items ? 0 : 1,
+    outDir,
+    run: report.run,
+    problems: report.problems,
+    resumed: { doneEarlier: flow.counts.skipped, submittedNow: flow.submitted },
+  };
 }
 
 /** The client, the rate governor (its changes logged and announced) and the gate over both. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatCounts, ProgressPrinter } from '../../src/commands/progress.js';
+import { fitCounts, formatCounts, ProgressPrinter } from '../../src/commands/progress.js';
 import type { ProgressCounts } from '../../src/pipeline/events.js';
 import { textSink } from '../helpers/cli.js';
 
@@ -51,5 +51,32 @@ describe('progress on stderr', () => {
     off.handle({ type: 'progress', counts: counts() });
     off.handle({ type: 'warning', message: 'heads up' });
     expect(quiet.text()).toBe('warning: heads up\n');
+  });
+
+  it('fits the live line to any terminal width, keeping the counts and the ETA longest', () => {
+    const c = counts({ total: 123_456, succeeded: 98_765, running: 16, pending: 20_000, rateLimited: 1234 });
+    for (let width = 8; width <= 200; width++) {
+      const line = fitCounts(c, width);
+      expect(line.length, `width ${width}: ${line}`).toBeLessThanOrEqual(width);
+      if (width >= 40) expect(line, `width ${width}`).toMatch(/98765\/123456 ok 98765/);
+    }
+    expect(fitCounts(c, 80)).toMatch(/eta /);
+    expect(fitCounts(counts(), 300)).toBe(formatCounts(counts()));
+  });
+
+  it('redraws at the new width when the terminal is resized', () => {
+    const listeners: Array<() => void> = [];
+    const sink = Object.assign(textSink(true), {
+      columns: 200,
+      on: (_event: 'resize', listener: () => void) => listeners.push(listener),
+      off: () => {},
+    });
+    const live = new ProgressPrinter({ stream: sink, mode: 'tty' });
+    live.handle({ type: 'progress', counts: counts() });
+    sink.columns = 40;
+    for (const listener of listeners) listener();
+    const draws = sink.text().split('\r\u001b[2K').filter(Boolean);
+    expect(draws).toHaveLength(2);
+    expect(draws[1]!.length).toBeLessThanOrEqual(39);
   });
 });
