@@ -1,0 +1,25 @@
+# kitchen-batch in a container: `docker build -t kitchen-batch .`, then
+#   docker run --rm -e KITCHEN_API_KEY -e KITCHEN_API_BASE_URL -v /data:/data kitchen-batch \
+#     run /data/catalogue.csv --out /data/out --no-progress --json
+# scripts/container-check.sh replays these steps without Docker (CI runs it).
+
+# Build: the TypeScript compiler and the other dev dependencies stay in this stage.
+FROM node:20-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm ci --no-audit --no-fund && npm run build
+
+# Run: production dependencies only (sharp's prebuilt binary comes as a platform package; no install
+# scripts), the built JavaScript, and a user that is not root.
+FROM node:20-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY manifests ./manifests
+USER node
+# Signals reach the process itself (exec form): SIGTERM stops new submissions and saves state.
+ENTRYPOINT ["node", "/app/dist/bin.js"]
+CMD ["--help"]

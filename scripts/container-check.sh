@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Replays the Dockerfile's install and start steps where Docker is absent (CI): the build stage in one
+# clean folder, the run stage in another (production dependencies only, no install scripts), then the
+# built bin started as the image starts it: --version, and a sandbox run of the sample manifest.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# FROM node:20-slim AS build
+mkdir -p "$work/build"
+cp "$root"/package.json "$root"/package-lock.json "$root"/tsconfig.json "$root"/tsconfig.build.json "$work/build/"
+cp -r "$root/src" "$work/build/src"
+(cd "$work/build" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+
+# FROM node:20-slim (the image)
+mkdir -p "$work/app"
+cp "$root"/package.json "$root"/package-lock.json "$work/app/"
+(cd "$work/app" && NODE_ENV=production npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+cp -r "$work/build/dist" "$work/app/dist"
+cp -r "$root/manifests" "$work/app/manifests"
+if [ -e "$work/app/node_modules/typescript" ] || [ -e "$work/app/node_modules/vitest" ]; then
+  echo "container-check: dev dependencies in the image" >&2
+  exit 1
+fi
+
+# ENTRYPOINT ["node", "/app/dist/bin.js"]
+cd "$work/app"
+node dist/bin.js --version
+node dist/bin.js run manifests/sample.csv --sandbox --out "$work/out" --no-progress --json > "$work/summary.json"
+node -e 'const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); if (s.exit_code !== 0 || s.totals.succeeded !== s.totals.items) { console.error(s); process.exit(1); } console.log(`container-check: ${s.totals.succeeded}/${s.totals.items} succeeded from the image layout`);' "$work/summary.json"
