@@ -153,6 +153,18 @@ export interface SandboxFaults {
    */
   resultFaultRate: number;
   /**
+   * Probability that a job that succeeds hands out a bad result on purpose (issue 15: the review is
+   * tested and shown with these): one of `badResults`, picked at random.
+   * @default 0
+   */
+  badResultRate: number;
+  /**
+   * The bad results to pick from: `blank` (uniform grey), `rotated` (a quarter turn), `mirrored`,
+   * `cropped` (to another aspect), `unrelated` (another scene), `unchanged` (the upload itself).
+   * @default all six
+   */
+  badResults: readonly BadResult[];
+  /**
    * Skew of the `Date` response header and of the job timestamps, in milliseconds (Retry-After
    * dates are computed against the skewed Date).
    * @default 0
@@ -164,6 +176,17 @@ export interface SandboxFaults {
    */
   failCreateWith: { status: number; code: string; message?: string } | null;
 }
+
+/** Results a bad job hands out on purpose (see `SandboxFaults.badResults`). */
+export type BadResult = 'blank' | 'rotated' | 'mirrored' | 'cropped' | 'unrelated' | 'unchanged';
+export const BAD_RESULTS: readonly BadResult[] = [
+  'blank',
+  'rotated',
+  'mirrored',
+  'cropped',
+  'unrelated',
+  'unchanged',
+];
 
 /** The defaults: every fault off. */
 export const DEFAULT_FAULTS: Readonly<SandboxFaults> = Object.freeze({
@@ -189,6 +212,8 @@ export const DEFAULT_FAULTS: Readonly<SandboxFaults> = Object.freeze({
   resultTtlMs: null,
   resultFault: null,
   resultFaultRate: 1,
+  badResultRate: 0,
+  badResults: BAD_RESULTS,
   dateSkewMs: 0,
   failCreateWith: null,
 } satisfies SandboxFaults);

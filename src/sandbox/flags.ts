@@ -4,7 +4,14 @@
  */
 import type { ParseArgsConfig } from 'node:util';
 import { UsageError } from '../errors.js';
-import type { FaultScope, ResultFault, RetryAfterMode, SandboxFaults } from './faults.js';
+import {
+  BAD_RESULTS,
+  type BadResult,
+  type FaultScope,
+  type ResultFault,
+  type RetryAfterMode,
+  type SandboxFaults,
+} from './faults.js';
 import { STYLES_SHAPES, type StylesShape } from './styles.js';
 import type { SandboxOptions } from './types.js';
 
@@ -57,6 +64,8 @@ export const SANDBOX_FLAGS = {
   'result-ttl-ms': { type: 'string' },
   'result-fault': { type: 'string' },
   'result-fault-rate': { type: 'string' },
+  'bad-result-rate': { type: 'string' },
+  'bad-results': { type: 'string' },
   'date-skew-ms': { type: 'string' },
   'fail-create-with': { type: 'string' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
@@ -95,6 +104,8 @@ export const SANDBOX_FLAG_HELP: Readonly<Record<string, string>> = {
   'result-ttl-ms': 'result URLs expire (410) after this many ms; a new poll rotates the URL',
   'result-fault': `result download fault: ${RESULT_FAULTS.join('|')}`,
   'result-fault-rate': 'probability that a download suffers --result-fault (default 1)',
+  'bad-result-rate': 'probability that a succeeded job hands out a bad result on purpose (default 0)',
+  'bad-results': `the bad results to pick from, comma-separated: ${BAD_RESULTS.join(',')} (default all)`,
   'date-skew-ms': 'skew of the Date header and job timestamps in ms (may be negative)',
   'fail-create-with': 'every create answers STATUS:CODE, e.g. 403:forbidden',
 };
@@ -192,6 +203,7 @@ export function sandboxOptionsFromFlags(
     ['malformed-rate', 'malformedRate'],
     ['poll-not-found-rate', 'pollNotFoundRate'],
     ['result-fault-rate', 'resultFaultRate'],
+    ['bad-result-rate', 'badResultRate'],
   ] as const;
   for (const [flag, key] of probabilities) {
     const p = probability(values, flag);
@@ -227,6 +239,15 @@ export function sandboxOptionsFromFlags(
   if (ttl !== undefined) faults.resultTtlMs = ttl;
   const resultFault = oneOf(values, 'result-fault', RESULT_FAULTS);
   if (resultFault !== undefined) faults.resultFault = resultFault;
+  const bad = str(values, 'bad-results');
+  if (bad !== undefined) {
+    const kinds = bad.split(',').map((k) => k.trim());
+    const unknown = kinds.filter((k) => !(BAD_RESULTS as readonly string[]).includes(k));
+    if (kinds.length === 0 || unknown.length > 0) {
+      throw new UsageError(`--bad-results: expected some of ${BAD_RESULTS.join(',')}, got "${bad}"`);
+    }
+    faults.badResults = kinds as BadResult[];
+  }
   const skew = number(values, 'date-skew-ms', 'a number of milliseconds (may be negative)', () => true);
   if (skew !== undefined) faults.dateSkewMs = skew;
   const failCreate = str(values, 'fail-create-with');

@@ -2,9 +2,10 @@
  * Result images of the sandbox: real, visibly styled and deterministic per (input, module, style),
  * so end-to-end tests can decode what they downloaded and tell two styles apart.
  */
-import sharp, { type OverlayOptions } from 'sharp';
+import sharp, { type OverlayOptions, type Sharp } from 'sharp';
 import type { ModuleId } from '../types.js';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../util/image-format.js';
+import type { BadResult } from './faults.js';
 
 /** A rendered result held in memory. */
 export interface RenderedImage {
@@ -207,4 +208,61 @@ export async function renderResult(
     ext: 'jpg',
     contentType: 'image/jpeg',
   };
+}
+
+/**
+ * A bad result on purpose (issue 15's review is tested with these): the styled render turned,
+ * mirrored or cropped to another aspect; a uniform grey image; another scene; or the upload itself.
+ */
+export async function badResult(
+  kind: BadResult,
+  input: Uint8Array,
+  module: ModuleId,
+  style: string | null,
+  rng: () => number,
+): Promise<RenderedImage> {
+  const jpeg = async (image: Sharp): Promise<RenderedImage> => ({
+    data: await image.jpeg({ quality: 85 }).toBuffer(),
+    ext: 'jpg',
+    contentType: 'image/jpeg',
+  });
+  if (kind === 'unchanged') return echoResult(input);
+  const meta = await sharp(input).rotate().metadata();
+  const swap = (meta.orientation ?? 1) >= 5;
+  const scale = Math.min(1, MAX_SIDE / Math.max(meta.width ?? 1, meta.height ?? 1));
+  const width = Math.max(16, Math.round(((swap ? meta.height : meta.width) ?? 640) * scale));
+  const height = Math.max(16, Math.round(((swap ? meta.width : meta.height) ?? 480) * scale));
+  if (kind === 'blank') {
+    return jpeg(sharp({ create: { width, height, channels: 3, background: { r: 205, g: 200, b: 195 } } }));
+  }
+  if (kind === 'unrelated') {
+    // Another scene: bands and discs at random places, nothing where the kitchen's edges were.
+    const shapes: string[] = [];
+    for (let i = 0; i < 14; i++) {
+      const [x, y, r] = [rng() * width, rng() * height, 10 + rng() * Math.min(width, height) * 0.2];
+      const fill = `hsl(${Math.floor(rng() * 360)},55%,${30 + Math.floor(rng() * 40)}%)`;
+      shapes.push(
+        i % 2
+          ? `<circle cx="${x.toFixed(0)}" cy="${y.toFixed(0)}" r="${r.toFixed(0)}" fill="${fill}"/>`
+          : `<rect x="0" y="${y.toFixed(0)}" width="${width}" height="${(r / 2).toFixed(0)}" fill="${fill}" transform="rotate(${Math.floor(rng() * 60 - 30)} ${width / 2} ${height / 2})"/>`,
+      );
+    }
+    const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><rect width="100%" height="100%" fill="#c9c2b8"/>${shapes.join('')}</svg>`;
+    return jpeg(sharp(Buffer.from(svg)));
+  }
+  const styled = sharp((await renderResult(input, module, style)).data);
+  if (kind === 'rotated') return jpeg(styled.rotate(90));
+  if (kind === 'mirrored') return jpeg(styled.flop());
+  // cropped: the middle of the image at another aspect (a landscape kept at its height, made square;
+  // a square or portrait one halved in height).
+  const info = await styled.clone().metadata();
+  const [w, h] = [info.width ?? width, info.height ?? height];
+  const region = w > h * 1.1 ? { width: h, height: h } : { width: w, height: Math.round(h / 2) };
+  return jpeg(
+    styled.extract({
+      left: Math.floor((w - region.width) / 2),
+      top: Math.floor((h - region.height) / 2),
+      ...region,
+    }),
+  );
 }

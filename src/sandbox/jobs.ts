@@ -7,13 +7,20 @@
 import { randomBytes } from 'node:crypto';
 import type { ModuleId } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
-import { roll, type SandboxFaults } from './faults.js';
-import { echoResult, type RenderedImage, type ResultMode, renderResult } from './images.js';
+import { type BadResult, roll, type SandboxFaults } from './faults.js';
+import { badResult, echoResult, type RenderedImage, type ResultMode, renderResult } from './images.js';
 
 /** The knobs the state machine reads; read again on every call, so `setFaults` applies at once. */
 export type JobFaults = Pick<
   SandboxFaults,
-  'failRate' | 'stuckRate' | 'failCode' | 'failMessage' | 'resultTtlMs' | 'dateSkewMs'
+  | 'failRate'
+  | 'stuckRate'
+  | 'failCode'
+  | 'failMessage'
+  | 'resultTtlMs'
+  | 'dateSkewMs'
+  | 'badResultRate'
+  | 'badResults'
 >;
 
 /** Options of {@link JobStore}. */
@@ -53,6 +60,8 @@ export interface JobRecord {
   queuedUntil: number;
   doneAt: number;
   fate: JobFate;
+  /** A bad result handed out on purpose (`badResultRate`), if this job was picked. */
+  bad?: BadResult;
   result?: RenderedImage;
   renderError?: string;
   renderedAt?: number;
@@ -118,8 +127,16 @@ export class JobStore {
       tokens: [],
     };
     if (fate === 'succeed') {
+      // Drawn only when asked for, so seeds of runs without bad results replay as before.
+      if (roll(rng, faults.badResultRate) && faults.badResults.length > 0) {
+        job.bad = faults.badResults[Math.floor(rng() * faults.badResults.length)]!;
+      }
       // Rendering starts now; a job whose render is still running reads as processing.
-      const render = this.options.results === 'echo' ? echoResult(image) : renderResult(image, module, style);
+      const render = job.bad
+        ? badResult(job.bad, image, module, style, rng)
+        : this.options.results === 'echo'
+          ? echoResult(image)
+          : renderResult(image, module, style);
       job.rendered = render.then(
         (result) => {
           job.result = result;
