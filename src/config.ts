@@ -68,6 +68,8 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'limits.shard': '--shard',
   'limits.maxDurationMs': '--max-duration',
   'limits.maxRate': '--max-rate',
+  'review.enabled': '--no-review',
+  'review.threshold': '--review-threshold',
   'preflight.maxSide': '--max-side',
   'preflight.stripMetadata': '--strip-metadata',
   'preflight.keepMetadata': '--keep-metadata',
@@ -134,6 +136,8 @@ export interface RunFlagValues {
   'retry-ambiguous'?: boolean | undefined;
   'job-timeout'?: string | undefined;
   'max-duration'?: string | undefined;
+  'no-review'?: boolean | undefined;
+  'review-threshold'?: string | undefined;
   'max-rate'?: string | undefined;
   'log-level'?: string | undefined;
   shard?: string | undefined;
@@ -173,5 +177,10 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       verify: values.verify,
     }),
     output: defined({ logLevel: values['log-level'] }),
+    review: defined({
+      enabled: values['no-review'] ? false : undefined,
+      // Checked (0..1) with the other options, under the flag's name.
+      threshold: values['review-threshold'] === undefined ? undefined : Number(values['review-threshold']),
+    }),
   };
 }

@@ -75,6 +75,11 @@ export interface ReportItem {
    * `resized 6000×4000 → 4096×2731`); empty when it went up as it is or preflight did not run.
    */
   preflight: string[];
+  /**
+   * The review of a succeeded item's result (docs/contract.md#review): `{ score: 0..1, flags }`;
+   * null when it was not reviewed (not succeeded, `--no-review`, or reviewed later by `review`).
+   */
+  review: { score: number; flags: string[] } | null;
 }
 
 /** report.json `run.totals` (contract). */
@@ -85,6 +90,8 @@ export interface ReportTotals {
   rejected: number;
   incomplete: number;
   possible_duplicates: number;
+  /** Succeeded items whose review flagged something worth a look. */
+  needs_review: number;
 }
 
 /** Counters of a run beyond the contract's fields (docs/contract.md#run-stats); shown by the HTML report and the summary. */

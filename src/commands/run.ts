@@ -27,6 +27,8 @@ export const RUN_FLAGS = {
   'max-side': { type: 'string' },
   verify: { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
+  'no-review': { type: 'boolean' },
+  'review-threshold': { type: 'string' },
 } as const;
 
 /**
@@ -108,6 +110,11 @@ export function summary(result: RunResult, json: boolean, sandbox: boolean): str
     `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete` +
       `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charges` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
   ];
+  if (t.needs_review > 0) {
+    lines.push(
+      `  ${t.needs_review} result${t.needs_review === 1 ? '' : 's'} worth a look (report.html: Needs review)`,
+    );
+  }
   // A resumed run says what it did now, so "9 succeeded in 0.0 s" is not read as 9 jobs run now.
   if (doneEarlier > 0) {
     lines.push(

@@ -107,6 +107,14 @@ export interface OutputOptions {
   logLevel?: string;
 }
 
+/** The review of results (docs/contract.md#review). */
+export interface ReviewOptions {
+  /** Review each downloaded result against its source. @default true */
+  enabled?: boolean;
+  /** A signal under this score (0..1) is a flag. @default 0.5 */
+  threshold?: number;
+}
+
 /** Options of `runBatch`. Everything but `manifest` and `service` has a default. */
 export interface RunOptions {
   /** Path of the manifest (.csv, .json, .jsonl/.ndjson). */
@@ -126,6 +134,7 @@ export interface RunOptions {
   timing?: TimingOptions;
   signals?: SignalOptions;
   output?: OutputOptions;
+  review?: ReviewOptions;
   /** Progress and item events. A listener that throws is logged, never fatal. */
   onEvent?: (event: RunEvent) => void;
   /**
@@ -162,6 +171,7 @@ export interface ResolvedRunOptions {
   timing: Required<TimingOptions>;
   signals: SignalOptions;
   output: Required<OutputOptions>;
+  review: Required<ReviewOptions>;
   onEvent: (event: RunEvent) => void;
   logger: Logger | null;
 }
@@ -310,12 +320,23 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       html: flag(label('output.html'), output.html, true),
       logLevel: oneOf(label('output.logLevel'), output.logLevel, LOG_LEVELS, 'info'),
     },
+    review: {
+      enabled: flag(label('review.enabled'), input.review?.enabled, true),
+      threshold: fraction(label('review.threshold'), input.review?.threshold, 0.5),
+    },
     onEvent: input.onEvent ?? (() => {}),
     logger: input.logger ?? null,
   };
 }
 
 /** `keepMetadata`, refusing the old `stripMetadata: true` beside it (they say opposite things). */
+function fraction(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value >= 0 && value <= 1))
+    throw new OptionError(name, 'a number from 0 to 1', value);
+  return value;
+}
+
 function maxDuration(limits: LimitOptions, label: OptionLabel) {
   if (limits.maxDurationMs === undefined) return { maxDurationMs: null, maxDurationGraceMs: 0 };
   const maxDurationMs = numberAbove(label('limits.maxDurationMs'), limits.maxDurationMs, 0, 0, 'ms');

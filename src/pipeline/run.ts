@@ -7,6 +7,7 @@ import { InterruptedError, type KitchenError, PartialRunError, StateError } from
 import { checkStyle, openManifest } from '../manifest/index.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
+import { Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
 import { openRunFolder } from '../state/run-folder.js';
@@ -82,7 +83,20 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     });
     // report.html's first thumbnails are made as results arrive (only when there is to be a page).
     const thumbnails = options.output.html ? new EarlyThumbnails({ ...options, first, states: store }) : null;
-    const emit = guardedListener(options.onEvent, logger, thumbnails?.onEvent ?? (() => {}));
+    // Each result is reviewed against its source as it arrives, off the critical path.
+    const reviewer = options.review.enabled
+      ? new Reviewer({
+          outDir: options.outDir,
+          states: store,
+          record: (record) => store.record(record),
+          logger,
+          threshold: options.review.threshold,
+        })
+      : null;
+    const emit = guardedListener(options.onEvent, logger, (event) => {
+      thumbnails?.onEvent(event);
+      reviewer?.onEvent(event);
+    });
     for (const warning of manifest.warnings) emit({ type: 'warning', message: warning });
 
     // The service, and the context every stage works in.
@@ -184,6 +198,9 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     } finally {
       reporter.stop();
       await thumbnails?.close();
+      // A run that stops leaves the reviews not started to a rerun (or `review`).
+      if (flow.interrupted || flow.fatal) reviewer?.stop();
+      await reviewer?.drain();
       governor.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();

@@ -51,6 +51,7 @@ export function reportItem(state: ItemState): ReportItem {
     submissions: state.submissions,
     error,
     preflight: state.preflight ?? [],
+    review: status === 'succeeded' ? state.review : null,
   });
   switch (state.phase) {
     case 'downloaded':
@@ -79,6 +80,7 @@ export function unplannedItem(entry: PlanEntry): ReportItem {
     submissions: 0,
     error: UNFINISHED.new!,
     preflight: [],
+    review: null,
   };
 }
 
@@ -95,6 +97,7 @@ export class Tally {
     rejected: 0,
     incomplete: 0,
     possible_duplicates: 0,
+    needs_review: 0,
   };
   /** Processing times, outside the JavaScript heap (8 bytes an item). */
   #times = new Float64Array(1024);
@@ -104,6 +107,7 @@ export class Tally {
     this.totals.items++;
     this.totals[item.status]++;
     if (item.submissions > 1) this.totals.possible_duplicates++;
+    if (item.review && item.review.flags.length > 0) this.totals.needs_review++;
     if (typeof item.processing_time_ms === 'number') this.#time(item.processing_time_ms);
   }
 

@@ -16,6 +16,9 @@ export const REPORT_CSV_COLUMNS = [
   'error_message',
   // Additive (docs/contract.md#report-csv): what preflight did, steps joined by "; ".
   'preflight',
+  // Additive: the review's score and flags (joined by "; "), empty when not reviewed.
+  'review_score',
+  'review_flags',
 ] as const;
 
 /** RFC 4180 quoting; also neutralises cells a spreadsheet would run as a formula. */
@@ -47,6 +50,8 @@ export function csvRow(item: ReportItem): string {
     item.error?.code ?? null,
     item.error?.message ?? null,
     item.preflight.join('; '),
+    item.review?.score ?? null,
+    item.review ? item.review.flags.join('; ') : null,
   ]
     .map(cell)
     .join(',')}\r\n`;

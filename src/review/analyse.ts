@@ -29,6 +29,18 @@ export type ReviewFlag =
   | 'unchanged'
   | 'duplicate';
 
+/** Every flag, in a fixed order (the item table keeps them as bits in it). */
+export const REVIEW_FLAGS: readonly ReviewFlag[] = [
+  'layout_changed',
+  'rotated',
+  'mirrored',
+  'aspect_changed',
+  'blank',
+  'transparent',
+  'unchanged',
+  'duplicate',
+];
+
 /** An item's review: report.json's `review` field. */
 export interface Review {
   /** 0..1, the lowest of the signals' scores (1: nothing looks wrong). */
@@ -58,7 +70,7 @@ export interface Signature {
   entropy: number;
   /** Mean alpha 0..1 (1 without alpha). */
   opacity: number;
-  /** 64-bit difference hash of the grey image, hex. */
+  /** Perceptual hash: a 64-bit difference hash of the grey image and the mean colour, as text. */
   hash: string;
 }
 
@@ -93,7 +105,12 @@ export async function signature(input: string | Buffer): Promise<Signature> {
     spread: Math.max(...channels.slice(0, 3).map((c) => c.stdev)),
     entropy: stats.entropy,
     opacity: alpha ? alpha.mean / 255 : 1,
-    hash: differenceHash(hashGrid),
+    // Structure (dHash of the grey image) and colour (the mean, 16 levels a channel): two styles of
+    // one photo share their structure, not their colours.
+    hash: `${differenceHash(hashGrid)}-${channels
+      .slice(0, 3)
+      .map((c) => Math.floor(c.mean / 16).toString(16))
+      .join('')}`,
   };
 }
 

@@ -6,7 +6,7 @@ import type { SandboxFaults } from './faults.js';
 import { SandboxServer } from './server.js';
 import type { Sandbox, SandboxOptions } from './types.js';
 
-export type { FaultScope, ResultFault, RetryAfterMode, SandboxFaults } from './faults.js';
+export type { BadResult, FaultScope, ResultFault, RetryAfterMode, SandboxFaults } from './faults.js';
 export { DEFAULT_FAULTS } from './faults.js';
 export { SANDBOX_FLAG_HELP, SANDBOX_FLAGS, sandboxOptionsFromFlags } from './flags.js';
 export type { ResultMode } from './images.js';

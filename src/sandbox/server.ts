@@ -26,6 +26,7 @@ export class SandboxServer {
     polls: new Map(),
     rateLimited: 0,
     jobs: 0,
+    badResults: new Map(),
   };
   url = '';
   port = 0;
@@ -127,6 +128,7 @@ export class SandboxServer {
     this.stats.polls.clear();
     this.stats.rateLimited = 0;
     this.stats.jobs = 0;
+    this.stats.badResults.clear();
   }
 
   /** Closes both listeners and destroys every socket, hung or keep-alive, so callers never wait. */

@@ -1,5 +1,5 @@
 /** Public shapes of the sandbox: its options, its live statistics and the handle tests hold. */
-import type { SandboxFaults } from './faults.js';
+import type { BadResult, SandboxFaults } from './faults.js';
 import type { ResultMode } from './images.js';
 import type { StylesShape } from './styles.js';
 
@@ -116,6 +116,8 @@ export interface SandboxStats {
   rateLimited: number;
   /** Jobs created. */
   jobs: number;
+  /** Jobs that hand out a bad result on purpose (`badResultRate`), by job id: which kind. */
+  badResults: Map<string, BadResult>;
 }
 
 /** A running sandbox. */

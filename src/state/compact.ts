@@ -95,6 +95,7 @@ function recordsFor(s: ItemState): ItemRecord[] {
         bytes: s.bytes!,
         mtime_ms: s.mtimeMs!,
       });
+      if (s.review) records.push({ t: 'reviewed', id, fp, score: s.review.score, flags: s.review.flags });
       return records;
     case 'succeeded':
       submitting(s.submissions);

@@ -1,3 +1,4 @@
+import type { ReviewFlag } from '../review/analyse.js';
 import type { ItemError } from '../types.js';
 
 /** A source file's identity: a rerun trusts `sha256` while path, size and mtime are unchanged. */
@@ -72,7 +73,9 @@ export type JournalRecord =
       mtime_ms: number;
     }
   /** The item did not finish in this run; `error` says why (submit_unknown, job_timeout, …). */
-  | { t: 'incomplete'; id: string; fp: string; error: ItemError };
+  | { t: 'incomplete'; id: string; fp: string; error: ItemError }
+  /** The downloaded result was reviewed (docs/contract.md#review): its score and flags. */
+  | { t: 'reviewed'; id: string; fp: string; score: number; flags: ReviewFlag[] };
 
 /** Records that name an item. */
 export type ItemRecord = Exclude<JournalRecord, { t: 'run' } | { t: 'plan' }>;

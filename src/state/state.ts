@@ -1,3 +1,4 @@
+import type { Review } from '../review/analyse.js';
 import type { ItemError } from '../types.js';
 import { Interner } from '../util/intern.js';
 import type { ItemRecord, JournalRecord, SourceIdentity } from './records.js';
@@ -42,6 +43,8 @@ export interface ItemState {
   error: ItemError | null;
   /** What preflight did to the upload (`rotated 90°`, `CMYK → sRGB`, …); null before it ran. */
   preflight: string[] | null;
+  /** The review of the downloaded result; null before it was reviewed. */
+  review: Review | null;
 }
 
 /** A fresh state for an item planned with fingerprint `fp`. */
@@ -64,6 +67,7 @@ export function newItemState(record: Extract<JournalRecord, { t: 'item' }>): Ite
     submissions: 0,
     error: null,
     preflight: record.preflight ?? null,
+    review: null,
   };
 }
 
@@ -124,9 +128,14 @@ export function applyRecord(state: ItemState, record: ItemRecord): void {
       state.bytes = record.bytes;
       state.mtimeMs = record.mtime_ms;
       state.error = null;
+      // A new result is not reviewed yet.
+      state.review = null;
       return;
     case 'incomplete':
       state.error = record.error;
+      return;
+    case 'reviewed':
+      if (state.phase === 'downloaded') state.review = { score: record.score, flags: record.flags };
       return;
   }
 }

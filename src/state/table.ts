@@ -6,6 +6,7 @@
  * JavaScript heap, so a resumed run, a live run and `report` hold 10^5 to 10^6 items in tens of
  * MB. States go in and come out as plain {@link ItemState} objects: callers never see the packing.
  */
+import { REVIEW_FLAGS } from '../review/analyse.js';
 import type { ItemError } from '../types.js';
 import { grown, TextArena, ValuePool } from '../util/packed.js';
 import type { SourceIdentity } from './records.js';
@@ -84,6 +85,9 @@ export class ItemTable implements StateLookup {
   readonly #steps = new ValuePool<string[]>();
   readonly #sources = new ValuePool<NonNullable<SourceIdentity>>();
   readonly #text = new TextArena();
+  /** The review's score (NaN: not reviewed) and its flags as bits of {@link REVIEW_FLAGS}. */
+  #reviewScore = new Float32Array(0);
+  #reviewFlags = new Uint16Array(0);
   /** Errors are few (failed, rejected and unfinished items): kept by slot. */
   readonly #errors = new Map<number, ItemError>();
   readonly #aside = new Map<number, Aside>();
@@ -183,6 +187,10 @@ export class ItemTable implements StateLookup {
     this.#style[slot] = this.#strings.put(s.style, s.style ?? '');
     this.#jobId[slot] = this.#putText(this.#jobId[slot]!, s.jobId);
     this.#preflight[slot] = this.#steps.put(s.preflight, s.preflight?.join('\n') ?? '');
+    this.#reviewScore[slot] = s.review ? s.review.score : Number.NaN;
+    this.#reviewFlags[slot] = s.review
+      ? s.review.flags.reduce((bits, f) => bits | (1 << REVIEW_FLAGS.indexOf(f)), 0)
+      : 0;
     const n = slot * this.#numberStride;
     this.#numbers[n] = s.processingTimeMs ?? Number.NaN;
     if (this.#lean) return;
@@ -239,7 +247,16 @@ export class ItemTable implements StateLookup {
       submissions: this.#submissions[slot]!,
       error: this.#errors.get(slot) ?? null,
       preflight: this.#steps.get(this.#preflight[slot]!),
+      review: this.#review(slot),
     };
+  }
+
+  #review(slot: number): ItemState['review'] {
+    const score = this.#reviewScore[slot]!;
+    if (Number.isNaN(score)) return null;
+    const bits = this.#reviewFlags[slot]!;
+    // Float32 keeps about 7 digits: the journal's 3 come back as written.
+    return { score: Number(score.toFixed(3)), flags: REVIEW_FLAGS.filter((_, i) => bits & (1 << i)) };
   }
 
   #fp(slot: number): string {
@@ -265,6 +282,8 @@ export class ItemTable implements StateLookup {
     this.#style = grown(this.#style, capacity);
     this.#jobId = grown(this.#jobId, capacity);
     this.#preflight = grown(this.#preflight, capacity);
+    this.#reviewScore = grown(this.#reviewScore, capacity, Number.NaN);
+    this.#reviewFlags = grown(this.#reviewFlags, capacity);
     if (!this.#lean) {
       this.#src = grown(this.#src, capacity);
       this.#imageUrl = grown(this.#imageUrl, capacity);

@@ -60,8 +60,13 @@ export class ValuePool<T> {
 }
 
 /** A typed array of `size` elements with the old contents. */
-export function grown<T extends Uint8Array | Uint32Array | Float64Array>(old: T, size: number): T {
+export function grown<T extends Uint8Array | Uint16Array | Uint32Array | Float32Array | Float64Array>(
+  old: T,
+  size: number,
+  fill?: number,
+): T {
   const next = new (old.constructor as new (length: number) => T)(size);
+  if (fill !== undefined) next.fill(fill, old.length);
   next.set(old);
   return next;
 }

@@ -25,6 +25,7 @@ describe('run: the main flow against the sandbox', () => {
       rejected: 0,
       incomplete: 0,
       possible_duplicates: 0,
+      needs_review: 0,
     });
     expect(Object.keys(report.items[0]!)).toEqual([
       'id',
@@ -39,6 +40,7 @@ describe('run: the main flow against the sandbox', () => {
       'submissions',
       'error',
       'preflight',
+      'review',
     ]);
     for (const item of report.items) {
       const file = path.join(ws.out, item.output!);
@@ -52,7 +54,7 @@ describe('run: the main flow against the sandbox', () => {
     expect(report.items.find((i) => i.id === 'cfg')?.module).toBe('kitchen-configurator');
     const csv = await readFile(path.join(ws.out, 'report.csv'), 'utf8');
     expect(csv.split('\r\n')[0]).toBe(
-      'id,image,module,style,status,job_id,output,sha256,processing_time_ms,submissions,error_code,error_message,preflight',
+      'id,image,module,style,status,job_id,output,sha256,processing_time_ms,submissions,error_code,error_message,preflight,review_score,review_flags',
     );
     expect(csv.trim().split('\r\n')).toHaveLength(6);
     // One POST per item, and every job created exactly once.

@@ -94,6 +94,7 @@ export function totalsOf(items: readonly ReportItem[]): ReportTotals {
     rejected: count('rejected'),
     incomplete: count('incomplete'),
     possible_duplicates: items.filter((i) => i.submissions > 1).length,
+    needs_review: items.filter((i) => (i.review?.flags.length ?? 0) > 0).length,
   };
 }
 
@@ -109,6 +110,7 @@ function item(partial: Partial<ReportItem> & Pick<ReportItem, 'id' | 'image' | '
     submissions: 0,
     error: null,
     preflight: [],
+    review: null,
     ...partial,
   };
 }

@@ -106,6 +106,7 @@ describe.skipIf(!hasChromium())('report.html in headless Chromium', () => {
       'rejected',
       'incomplete',
       'possible_duplicates',
+      'needs_review',
     ] as const) {
       await expect(page.locator(`[data-stat="${key}"] .value`).textContent()).resolves.toBe(
         totals[key].toLocaleString('en-US'),

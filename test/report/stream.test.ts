@@ -27,6 +27,9 @@ function row(i: number): ReportItem {
       ? { code: 'not_a_kitchen', message: 'The photo shows "a bathroom",\nnot a kitchen.' }
       : null,
     preflight: i % 3 === 0 ? ['rotated 90°', 'metadata removed'] : [],
+    review: failed
+      ? null
+      : { score: i % 11 === 0 ? 0.2 : 0.95, flags: i % 11 === 0 ? ['layout_changed'] : [] },
   };
 }
 
@@ -35,7 +38,15 @@ const run: Report['run'] = {
   base_url: 'https://api.example.com',
   started_at: '2026-11-22T01:00:00.000+00:00',
   finished_at: '2026-11-22T05:00:00.000+00:00',
-  totals: { items: 0, succeeded: 0, failed: 0, rejected: 0, incomplete: 0, possible_duplicates: 0 },
+  totals: {
+    items: 0,
+    succeeded: 0,
+    failed: 0,
+    rejected: 0,
+    incomplete: 0,
+    possible_duplicates: 0,
+    needs_review: 0,
+  },
 };
 
 describe('report.json written as a stream', () => {
@@ -73,6 +84,7 @@ describe('report.json written as a stream', () => {
       rejected: 0,
       incomplete: 0,
       possible_duplicates: n / 1000,
+      needs_review: Array.from({ length: n }, (_, i) => i).filter((i) => i % 11 === 0 && i % 7 !== 3).length,
     });
     const bytes = (await stat(tmp.file('report.json'))).size;
     expect(bytes).toBeGreaterThan(2 * 48 * 1024 * 1024);

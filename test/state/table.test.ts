@@ -20,6 +20,7 @@ const full = (id: string, over: Partial<ItemState> = {}): ItemState => ({
   submissions: 2,
   error: null,
   preflight: ['rotated 90°', 'metadata removed'],
+  review: { score: 0.123, flags: ['rotated', 'duplicate'] },
   ...over,
 });
 
@@ -33,10 +34,11 @@ describe('ItemTable: item states packed in columns', () => {
       // A fingerprint, hash or output this tool never writes is kept as it is.
       full('d', { fp: 'not-hex', sha256: 'h', output: 'results/elsewhere/d.webp', style: null }),
       full('e', { phase: 'new', processingTimeMs: null, submissions: 0, src: null, preflight: null }),
-      full('f', { preflight: [] }),
+      full('f', { preflight: [], review: null }),
+      full('g', { review: { score: 1, flags: [] } }),
     ];
     for (const state of states) table.set(state);
-    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
     expect([...table.values()]).toEqual(states);
     expect(table.fingerprint('d')).toBe('not-hex');
     expect(table.get('zz')).toBeUndefined();

@@ -155,6 +155,7 @@ export function buildHeader(report: Report): HeaderModel {
       { key: 'rejected', label: 'Rejected', value: count(t.rejected), tone: 'rejected' },
       { key: 'incomplete', label: 'Incomplete', value: count(t.incomplete), tone: 'incomplete' },
       { key: 'possible_duplicates', label: 'Possible duplicates', value: count(t.possible_duplicates) },
+      { key: 'needs_review', label: 'Needs review', value: count(t.needs_review ?? 0) },
       { key: 'success_rate', label: 'Success rate', value: rate },
       { key: 'p50', label: 'Time p50', value: formatDuration(p50) },
       { key: 'p95', label: 'Time p95', value: formatDuration(p95) },

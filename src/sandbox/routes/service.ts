@@ -220,6 +220,7 @@ async function handleCreate(
   const itemKey = `${createHash('sha256').update(bytes).digest('hex')}|${module}|${style ?? ''}`;
   stats.createsByItem.set(itemKey, (stats.createsByItem.get(itemKey) ?? 0) + 1);
   stats.jobs += 1;
+  if (job.bad) stats.badResults.set(job.id, job.bad);
   const view = ctx.jobs.view(job, ctx.url(), job.createdAt);
   await send(ctx, ex, 202, { job: view, links: { self: `${ctx.url()}/v1/jobs/${job.id}` } });
 }

@@ -1,0 +1,67 @@
+/**
+ * The review in a run (issue 15): the sandbox hands out bad results on purpose, and report.json,
+ * report.csv and the totals say which results are worth a look and why; `--no-review` skips it.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BadResult } from '../../src/sandbox/index.js';
+import { closeWorkspaces, workspace } from '../helpers/batch.js';
+
+afterEach(closeWorkspaces);
+
+const EXPECTED: Record<BadResult, string> = {
+  blank: 'blank',
+  rotated: 'rotated',
+  mirrored: 'mirrored',
+  cropped: 'aspect_changed',
+  unrelated: 'layout_changed',
+  unchanged: 'unchanged',
+};
+
+describe('review in a run', () => {
+  it('flags the bad results the sandbox made on purpose, with their reason, and passes the good ones', async () => {
+    const ws = await workspace({ items: 60, sandbox: { seed: 15 } });
+    ws.sandbox.setFaults({ badResultRate: 0.6 });
+    const result = await ws.run();
+    expect(result.exitCode).toBe(0);
+    const report = await ws.report();
+    const bad = ws.sandbox.stats.badResults;
+    expect(bad.size).toBeGreaterThan(20);
+    const missed: string[] = [];
+    const falseAlarms: string[] = [];
+    for (const item of report.items) {
+      expect(item.review, item.id).not.toBeNull();
+      const kind = bad.get(item.job_id!);
+      if (kind && !item.review!.flags.includes(EXPECTED[kind]!))
+        missed.push(`${item.id} ${kind} ${JSON.stringify(item.review)}`);
+      if (!kind && item.review!.flags.length > 0)
+        falseAlarms.push(`${item.id} ${JSON.stringify(item.review)}`);
+      if (kind) expect(item.review!.score).toBeLessThan(0.5);
+    }
+    // The acceptance of issue 15: at least 95 % of bad results flagged, at most 3 % of good ones.
+    expect(missed.length / bad.size, missed.join('\n')).toBeLessThanOrEqual(0.05);
+    expect(falseAlarms.length / (report.items.length - bad.size), falseAlarms.join('\n')).toBeLessThanOrEqual(
+      0.03,
+    );
+    expect(report.run.totals.needs_review).toBe(
+      report.items.filter((i) => i.review!.flags.length > 0).length,
+    );
+    const csv = await readFile(path.join(ws.out, 'report.csv'), 'utf8');
+    expect(csv.split('\r\n')[0]).toMatch(/,preflight,review_score,review_flags$/);
+    const flagged = report.items.find((i) => i.review!.flags.length > 0)!;
+    expect(csv).toContain(`,${flagged.review!.score},${flagged.review!.flags.join('; ')}\r\n`);
+    // A rerun does not review again what was reviewed.
+    const again = await ws.run();
+    expect(again.run.totals.needs_review).toBe(report.run.totals.needs_review);
+  }, 120_000);
+
+  it('--no-review leaves review null and needs_review 0', async () => {
+    const ws = await workspace({ items: 4 });
+    ws.sandbox.setFaults({ badResultRate: 1, badResults: ['blank'] });
+    await ws.run({ review: { enabled: false } });
+    const report = await ws.report();
+    expect(report.run.totals.needs_review).toBe(0);
+    for (const item of report.items) expect(item.review).toBeNull();
+  });
+});
