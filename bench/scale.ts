@@ -78,6 +78,11 @@ export async function benchScale(): Promise<void> {
       const out = path.join(dir, 'out');
       const cold = await measureCli(dir, catalogue.manifest, out, emulator);
       const rerun = await measureCli(dir, catalogue.manifest, out, emulator);
+      // The same run with the result review (issue 15: it may add at most 10 %).
+      const reviewed = await measureCli(dir, catalogue.manifest, path.join(dir, 'out-review'), emulator, [
+        '--review',
+      ]);
+      const reviewCost = reviewed.wallS / cold.wallS - 1;
       peaks.push({ items, rss: cold.peakRssMb, heap: cold.liveHeapMb });
       const ratio = cold.rate && minimal.rate ? cold.rate / minimal.rate : Number.NaN;
       console.log(
@@ -87,7 +92,10 @@ export async function benchScale(): Promise<void> {
           `${fmt(cold.rate ?? Number.NaN, 0)} items/s = ${fmt(ratio, 2)}× minimal, exit ${fmt(cold.tailS ?? Number.NaN)} s after the last download (reports written after ${fmt(cold.reportsS ?? Number.NaN)} s); ` +
           `requests: ${cold.requests.creates} POST, ${cold.requests.polls} polls, ${cold.requests.storage} downloads\n` +
           `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
-          `${rerun.requests.creates} POST and ${rerun.requests.polls} polls`,
+          `${rerun.requests.creates} POST and ${rerun.requests.polls} polls\n` +
+          `  the same run with --review: wall ${fmt(reviewed.wallS)} s, peak RSS ${fmt(reviewed.peakRssMb, 0)} MB, ` +
+          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download: the review adds ${fmt(100 * reviewCost, 1)} % ` +
+          '(every result reviewed against its source; echo results are all flagged unchanged)',
       );
       const rssTarget = items <= 20_000 ? 300 : 400;
       rows.push(
@@ -97,6 +105,11 @@ export async function benchScale(): Promise<void> {
           verdict(cold.peakRssMb <= rssTarget),
         ],
         [`${items} items: throughput ≥ 0.5× minimal`, `${fmt(ratio, 2)}×`, verdict(ratio >= 0.5)],
+        [
+          `${items} items: --review adds ≤ 10 % wall time`,
+          `${fmt(100 * reviewCost, 1)} %`,
+          verdict(reviewCost <= 0.1),
+        ],
         [
           `${items} items: exit ≤ 10 s after the last download`,
           `${fmt(cold.tailS ?? Number.NaN)} s`,
@@ -243,6 +256,7 @@ async function measureCli(
   manifest: string,
   out: string,
   emulator: Awaited<ReturnType<typeof startEmulator>>,
+  extra: string[] = [],
 ): Promise<CliFigures> {
   await emulator.command('reset');
   const started = performance.now();
@@ -261,6 +275,7 @@ async function measureCli(
       String(CONCURRENCY),
       '--no-progress',
       '--json',
+      ...extra,
     ],
     {
       cwd,

@@ -68,7 +68,7 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'limits.shard': '--shard',
   'limits.maxDurationMs': '--max-duration',
   'limits.maxRate': '--max-rate',
-  'review.enabled': '--no-review',
+  'review.enabled': '--review',
   'review.threshold': '--review-threshold',
   'preflight.maxSide': '--max-side',
   'preflight.stripMetadata': '--strip-metadata',
@@ -136,6 +136,7 @@ export interface RunFlagValues {
   'retry-ambiguous'?: boolean | undefined;
   'job-timeout'?: string | undefined;
   'max-duration'?: string | undefined;
+  review?: boolean | undefined;
   'no-review'?: boolean | undefined;
   'review-threshold'?: string | undefined;
   'max-rate'?: string | undefined;
@@ -178,7 +179,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
     }),
     output: defined({ logLevel: values['log-level'] }),
     review: defined({
-      enabled: values['no-review'] ? false : undefined,
+      enabled: values['no-review'] ? false : values.review ? true : undefined,
       // Checked (0..1) with the other options, under the flag's name.
       threshold: values['review-threshold'] === undefined ? undefined : Number(values['review-threshold']),
     }),

@@ -42,7 +42,11 @@ const RUN_OPTIONS: Array<[string, string]> = [
   ['--strip-metadata', '(the default now; accepted for old scripts)'],
   ['--max-side PX', 'longest side of an uploaded image (default 4096)'],
   ['--verify', 'hash every finished result on resume (default: size and mtime)'],
-  ['--no-review', 'do not review results against their sources (report.json: review null)'],
+  [
+    '--review',
+    'review each result against its source and flag the ones worth a look (off by default for now: it costs too much at catalogue scale)',
+  ],
+  ['--no-review', 'no review (the default for now)'],
   ['--review-threshold X', 'a review signal under X (0..1) flags the result (default 0.5)'],
   ['--log-level LEVEL', 'run.log level: fatal|error|warn|info|debug|trace|silent (default info)'],
   ['--no-progress', 'no progress display on stderr'],

@@ -27,6 +27,7 @@ export const RUN_FLAGS = {
   'max-side': { type: 'string' },
   verify: { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
+  review: { type: 'boolean' },
   'no-review': { type: 'boolean' },
   'review-threshold': { type: 'string' },
 } as const;

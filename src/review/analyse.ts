@@ -53,8 +53,6 @@ export const DEFAULT_THRESHOLD = 0.5;
 
 /** Side of the square renditions compared (both images are squeezed to it). */
 const SIDE = 64;
-/** Side of the colour renditions for the unchanged check. */
-const COLOUR_SIDE = 24;
 
 /** What the review knows of an image, computed once: small, about 5 KB. */
 export interface Signature {
@@ -62,11 +60,11 @@ export interface Signature {
   height: number;
   /** Sobel edge magnitude of a SIDE×SIDE grey rendition, 0..255. */
   edges: Uint8ClampedArray;
-  /** COLOUR_SIDE² RGB pixels. */
+  /** SIDE² RGB pixels. */
   colour: Uint8Array;
   /** Largest channel standard deviation (0: uniform). */
   spread: number;
-  /** sharp's entropy of the grey image, bits. */
+  /** Shannon entropy of the grey rendition's histogram, bits. */
   entropy: number;
   /** Mean alpha 0..1 (1 without alpha). */
   opacity: number;
@@ -74,43 +72,57 @@ export interface Signature {
   hash: string;
 }
 
-/** Reads an image (file path or bytes) into its {@link Signature}, orientation applied. */
+/**
+ * Reads an image (file path or bytes) into its {@link Signature}, orientation applied: one decode
+ * to 64×64 (shrink-on-load for JPEG/WebP), every measure from those pixels.
+ */
 export async function signature(input: string | Buffer): Promise<Signature> {
-  const image = sharp(input, { failOn: 'error' }).rotate();
+  const image = sharp(input, { failOn: 'error' });
   const meta = await image.metadata();
   const swap = (meta.orientation ?? 1) >= 5;
-  const width = (swap ? meta.height : meta.width) ?? 0;
-  const height = (swap ? meta.width : meta.height) ?? 0;
-  // One small decode (shrink-on-load for JPEG/WebP), then every rendition from it.
-  const small = await image
-    .clone()
-    .resize(128, 128, { fit: 'fill' })
+  const { data } = await image
+    .rotate()
+    .resize(SIDE, SIDE, { fit: 'fill' })
     .ensureAlpha()
     .raw()
     .toBuffer({ resolveWithObject: true });
-  const rgba = { raw: { width: 128, height: 128, channels: 4 as const } };
-  const [grey, colour, stats, hashGrid] = await Promise.all([
-    sharp(small.data, rgba).removeAlpha().greyscale().resize(SIDE, SIDE, { fit: 'fill' }).raw().toBuffer(),
-    sharp(small.data, rgba).removeAlpha().resize(COLOUR_SIDE, COLOUR_SIDE, { fit: 'fill' }).raw().toBuffer(),
-    sharp(small.data, rgba).stats(),
-    sharp(small.data, rgba).removeAlpha().greyscale().resize(9, 8, { fit: 'fill' }).raw().toBuffer(),
-  ]);
-  const channels = stats.channels;
-  const alpha = channels[3];
+  const n = SIDE * SIDE;
+  const grey = new Uint8Array(n);
+  const colour = new Uint8Array(n * 3);
+  const sum = [0, 0, 0, 0];
+  const squares = [0, 0, 0];
+  const histogram = new Uint32Array(256);
+  for (let i = 0; i < n; i++) {
+    const [r, g, b, a] = [data[4 * i]!, data[4 * i + 1]!, data[4 * i + 2]!, data[4 * i + 3]!];
+    colour[3 * i] = r;
+    colour[3 * i + 1] = g;
+    colour[3 * i + 2] = b;
+    const y = Math.round(0.299 * r + 0.587 * g + 0.114 * b);
+    grey[i] = y;
+    histogram[y]!++;
+    sum[0]! += r;
+    sum[1]! += g;
+    sum[2]! += b;
+    sum[3]! += a;
+    squares[0]! += r * r;
+    squares[1]! += g * g;
+    squares[2]! += b * b;
+  }
+  const mean = sum.map((v) => v / n);
+  const spread = Math.max(...[0, 1, 2].map((c) => Math.sqrt(Math.max(0, squares[c]! / n - mean[c]! ** 2))));
+  let entropy = 0;
+  for (const count of histogram) if (count > 0) entropy -= (count / n) * Math.log2(count / n);
   return {
-    width,
-    height,
+    width: (swap ? meta.height : meta.width) ?? SIDE,
+    height: (swap ? meta.width : meta.height) ?? SIDE,
     edges: sobel(grey, SIDE),
-    colour: new Uint8Array(colour),
-    spread: Math.max(...channels.slice(0, 3).map((c) => c.stdev)),
-    entropy: stats.entropy,
-    opacity: alpha ? alpha.mean / 255 : 1,
-    // Structure (dHash of the grey image) and colour (the mean, 16 levels a channel): two styles of
-    // one photo share their structure, not their colours.
-    hash: `${differenceHash(hashGrid)}-${channels
-      .slice(0, 3)
-      .map((c) => Math.floor(c.mean / 16).toString(16))
-      .join('')}`,
+    colour,
+    spread,
+    entropy,
+    opacity: mean[3]! / 255,
+    // Structure (difference hash of the grey image) and colour (each quarter's mean, 16 levels a
+    // channel): two styles of one photo, or two tints of one layout, share their structure only.
+    hash: `${differenceHash(grey)}-${quarterColours(colour)}`,
   };
 }
 
@@ -189,7 +201,7 @@ function ramp(value: number, bad: number, good: number): number {
 
 /** SSIM of two SIDE×SIDE grey maps. */
 function similarity(a: Uint8ClampedArray, b: Uint8ClampedArray): number {
-  return ssim(rgba(a), rgba(b), { ssim: 'weber', downsample: false, windowSize: 8 }).mssim;
+  return ssim(rgba(a), rgba(b), { ssim: 'bezkrovny', downsample: false, windowSize: 8 }).mssim;
 }
 
 function rgba(grey: Uint8ClampedArray): { data: Uint8ClampedArray; width: number; height: number } {
@@ -202,7 +214,7 @@ function rgba(grey: Uint8ClampedArray): { data: Uint8ClampedArray; width: number
 }
 
 /** Sobel gradient magnitude, scaled to 0..255 by the image's own strongest edge. */
-function sobel(grey: Buffer, side: number): Uint8ClampedArray {
+function sobel(grey: Uint8Array, side: number): Uint8ClampedArray {
   const magnitude = new Float32Array(side * side);
   let max = 1e-6;
   const at = (x: number, y: number) =>
@@ -260,10 +272,28 @@ function colourDistance(a: Uint8Array, b: Uint8Array): number {
   return sum / a.length;
 }
 
-/** dHash: each of 8×8 cells brighter than its right neighbour is a 1 bit; 16 hex digits. */
-function differenceHash(grid: Buffer): string {
+/** The mean colour of each quarter of the image, 4 bits a channel, as hex. */
+function quarterColours(colour: Uint8Array): string {
+  const sums = new Float64Array(12);
+  const half = SIDE / 2;
+  for (let y = 0; y < SIDE; y++) {
+    for (let x = 0; x < SIDE; x++) {
+      const q = (y < half ? 0 : 2) + (x < half ? 0 : 1);
+      for (let c = 0; c < 3; c++) sums[q * 3 + c]! += colour[3 * (y * SIDE + x) + c]!;
+    }
+  }
+  return [...sums].map((v) => Math.floor(v / (half * half) / 16).toString(16)).join('');
+}
+
+/** dHash: the grey image in 9×8 block means; each block brighter than its right neighbour is a 1 bit. */
+function differenceHash(grey: Uint8Array): string {
+  const cells = new Float64Array(9 * 8);
+  for (let y = 0; y < SIDE; y++) {
+    for (let x = 0; x < SIDE; x++)
+      cells[Math.floor((y * 8) / SIDE) * 9 + Math.floor((x * 9) / SIDE)]! += grey[y * SIDE + x]!;
+  }
   let bits = '';
   for (let y = 0; y < 8; y++)
-    for (let x = 0; x < 8; x++) bits += grid[y * 9 + x]! > grid[y * 9 + x + 1]! ? '1' : '0';
+    for (let x = 0; x < 8; x++) bits += cells[y * 9 + x]! > cells[y * 9 + x + 1]! ? '1' : '0';
   return BigInt(`0b${bits}`).toString(16).padStart(16, '0');
 }

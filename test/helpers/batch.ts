@@ -4,7 +4,7 @@ import type { RunEvent } from '../../src/pipeline/events.js';
 import { type RunOptions, type RunResult, runBatch } from '../../src/pipeline/run.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
-import { kitchenJpeg } from './images.js';
+import { type KitchenLook, kitchenJpeg } from './images.js';
 import { canaryKey, QUICK_JOBS } from './sandbox.js';
 import { tempDir } from './tmp.js';
 
@@ -33,6 +33,8 @@ export interface WorkspaceOptions {
   sandbox?: SandboxOptions;
   /** Extra CSV rows (after the generated ones). */
   extraRows?: string[];
+  /** How the kitchens are drawn (`mosaic`: every seed another layout). @default 'tinted' */
+  look?: KitchenLook;
 }
 
 /** Run options to merge over a workspace's defaults, one group deep. */
@@ -63,7 +65,7 @@ export async function workspace(options: WorkspaceOptions = {}): Promise<Workspa
   const styles = options.styles ?? ['scandinavian', 'industrial', 'japandi', 'modern'];
   const rows = ['id,image,module,style,prompt,configuration'];
   for (let i = 0; i < n; i++) {
-    await tmp.write(`images/k${i}.jpg`, await kitchenJpeg(i + 1, 320, 240, 'tinted'));
+    await tmp.write(`images/k${i}.jpg`, await kitchenJpeg(i + 1, 320, 240, options.look ?? 'tinted'));
     rows.push(`k${i},images/k${i}.jpg,change-style,${styles[i % styles.length]},,`);
   }
   rows.push(...(options.extraRows ?? []));

@@ -21,9 +21,10 @@ const EXPECTED: Record<BadResult, string> = {
 
 describe('review in a run', () => {
   it('flags the bad results the sandbox made on purpose, with their reason, and passes the good ones', async () => {
-    const ws = await workspace({ items: 60, sandbox: { seed: 15 } });
+    // Mosaic kitchens: every seed another layout, so no two items share a result by right.
+    const ws = await workspace({ items: 60, look: 'mosaic', sandbox: { seed: 15 } });
     ws.sandbox.setFaults({ badResultRate: 0.6 });
-    const result = await ws.run();
+    const result = await ws.run({ review: { enabled: true } });
     expect(result.exitCode).toBe(0);
     const report = await ws.report();
     const bad = ws.sandbox.stats.badResults;
@@ -52,11 +53,11 @@ describe('review in a run', () => {
     const flagged = report.items.find((i) => i.review!.flags.length > 0)!;
     expect(csv).toContain(`,${flagged.review!.score},${flagged.review!.flags.join('; ')}\r\n`);
     // A rerun does not review again what was reviewed.
-    const again = await ws.run();
+    const again = await ws.run({ review: { enabled: true } });
     expect(again.run.totals.needs_review).toBe(report.run.totals.needs_review);
   }, 120_000);
 
-  it('--no-review leaves review null and needs_review 0', async () => {
+  it('without --review (the default for now), review is null and needs_review 0', async () => {
     const ws = await workspace({ items: 4 });
     ws.sandbox.setFaults({ badResultRate: 1, badResults: ['blank'] });
     await ws.run({ review: { enabled: false } });
