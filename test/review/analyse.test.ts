@@ -5,9 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DuplicateIndex, reviewResult, signature } from '../../src/review/analyse.js';
-import { BAD_RESULTS, type BadResult } from '../../src/sandbox/faults.js';
+import { BAD_RESULTS, createRng } from '../../src/sandbox/faults.js';
 import { badResult, renderResult } from '../../src/sandbox/images.js';
 import { type KitchenLook, kitchenImage } from '../helpers/images.js';
+import { EXPECTED_FLAG } from './kinds.js';
 
 const STYLES = [
   'scandinavian',
@@ -19,26 +20,6 @@ const STYLES = [
   'mediterranean',
   'minimalist',
 ];
-const EXPECTED: Record<BadResult, string> = {
-  blank: 'blank',
-  rotated: 'rotated',
-  mirrored: 'mirrored',
-  cropped: 'aspect_changed',
-  unrelated: 'layout_changed',
-  unchanged: 'unchanged',
-};
-
-/** A seeded PRNG (mulberry32), so the bad results are the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function source(i: number): Promise<Buffer> {
   const looks: KitchenLook[] = ['classic', 'tinted', 'mosaic'];
@@ -54,7 +35,7 @@ async function source(i: number): Promise<Buffer> {
 
 describe('result review', () => {
   it('passes good restyles and flags each kind of bad result with its reason', async () => {
-    const rng = prng(15);
+    const rng = createRng(15);
     const good: string[][] = [];
     const missed: string[] = [];
     for (let i = 0; i < 48; i++) {
@@ -66,8 +47,7 @@ describe('result review', () => {
       const kind = BAD_RESULTS[i % BAD_RESULTS.length]!;
       const bad = await badResult(kind, input, 'change-style', style, rng);
       const review = reviewResult(src, await signature(bad.data), { module: 'change-style' });
-      if (!review.flags.includes(EXPECTED[kind] as never))
-        missed.push(`${i} ${kind}: ${JSON.stringify(review)}`);
+      if (!review.flags.includes(EXPECTED_FLAG[kind])) missed.push(`${i} ${kind}: ${JSON.stringify(review)}`);
       expect(review.score).toBeLessThan(0.5);
     }
     expect(

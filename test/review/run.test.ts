@@ -5,19 +5,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BadResult } from '../../src/sandbox/index.js';
 import { closeWorkspaces, workspace } from '../helpers/batch.js';
+import { EXPECTED_FLAG } from './kinds.js';
 
 afterEach(closeWorkspaces);
-
-const EXPECTED: Record<BadResult, string> = {
-  blank: 'blank',
-  rotated: 'rotated',
-  mirrored: 'mirrored',
-  cropped: 'aspect_changed',
-  unrelated: 'layout_changed',
-  unchanged: 'unchanged',
-};
 
 describe('review in a run', () => {
   it('flags the bad results the sandbox made on purpose, with their reason, and passes the good ones', async () => {
@@ -34,7 +25,7 @@ describe('review in a run', () => {
     for (const item of report.items) {
       expect(item.review, item.id).not.toBeNull();
       const kind = bad.get(item.job_id!);
-      if (kind && !item.review!.flags.includes(EXPECTED[kind]!))
+      if (kind && !item.review!.flags.includes(EXPECTED_FLAG[kind]))
         missed.push(`${item.id} ${kind} ${JSON.stringify(item.review)}`);
       if (!kind && item.review!.flags.length > 0)
         falseAlarms.push(`${item.id} ${JSON.stringify(item.review)}`);
