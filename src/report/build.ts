@@ -84,13 +84,9 @@ export function unplannedItem(entry: PlanEntry): ReportItem {
   };
 }
 
-/**
- * Totals of docs/contract.md#report-json (`possible_duplicates` included: items with submissions
- * > 1) and the processing-time percentiles, counted row by row: a report of 10^6 items keeps one
- * number per item, not the rows.
- */
-export class Tally {
-  readonly totals: ReportTotals = {
+/** Totals of no items. */
+export function emptyTotals(): ReportTotals {
+  return {
     items: 0,
     succeeded: 0,
     failed: 0,
@@ -99,6 +95,15 @@ export class Tally {
     possible_duplicates: 0,
     needs_review: 0,
   };
+}
+
+/**
+ * Totals of docs/contract.md#report-json (`possible_duplicates` included: items with submissions
+ * > 1) and the processing-time percentiles, counted row by row: a report of 10^6 items keeps one
+ * number per item, not the rows.
+ */
+export class Tally {
+  readonly totals: ReportTotals = emptyTotals();
   /** Processing times, outside the JavaScript heap (8 bytes an item). */
   #times = new Float64Array(1024);
   #count = 0;

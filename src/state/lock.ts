@@ -146,14 +146,22 @@ export function staleReason(holder: LockInfo, touchedMs: number, now = Date.now(
   return null;
 }
 
-/** A process's start time in clock ticks after boot (`/proc/<pid>/stat` field 22), or null off Linux. */
-function processStart(pid: number): string | null {
+/**
+ * The fields of `/proc/<pid>/stat` after the command name (which may hold spaces): [0] is field 3,
+ * the state; [19] is field 22, the start time. Null without such a process, or off Linux.
+ */
+function procStat(pid: number): string[] | null {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
+}
+
+/** A process's start time in clock ticks after boot (`/proc/<pid>/stat` field 22), or null off Linux. */
+function processStart(pid: number): string | null {
+  return procStat(pid)?.[19] ?? null;
 }
 
 /** The kernel's boot id, or null off Linux. */
@@ -176,11 +184,7 @@ export function isAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return true; // no /proc (macOS): kill(0) said it lives
-  }
+  const state = procStat(pid)?.[0];
+  // No /proc (macOS): kill(0) said it lives.
+  return state === undefined || (state !== 'Z' && state !== 'X');
 }

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
+import { emptyTotals } from '../../src/report/build.js';
 import { PAGE_FIRST, PAGE_PROBLEMS, writeReports } from '../../src/report/write.js';
 import type { Report, ReportItem } from '../../src/types.js';
 import { jsonElement, jsonHead, jsonTail } from '../../src/util/json-stream.js';
@@ -38,15 +39,7 @@ const run: Report['run'] = {
   base_url: 'https://api.example.com',
   started_at: '2026-11-22T01:00:00.000+00:00',
   finished_at: '2026-11-22T05:00:00.000+00:00',
-  totals: {
-    items: 0,
-    succeeded: 0,
-    failed: 0,
-    rejected: 0,
-    incomplete: 0,
-    possible_duplicates: 0,
-    needs_review: 0,
-  },
+  totals: emptyTotals(),
 };
 
 describe('report.json written as a stream', () => {
