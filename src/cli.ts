@@ -3,6 +3,7 @@ import type { CommandDeps } from './commands/common.js';
 import { commandHelp, commandSuggestion, globalHelp, parseErrorMessage } from './commands/help.js';
 import { planCommand } from './commands/plan.js';
 import { reportCommand } from './commands/report.js';
+import { reviewCommand } from './commands/review.js';
 import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
 import { stylesCommand } from './commands/styles.js';
@@ -12,6 +13,7 @@ const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<nu
   run: runCommand,
   plan: planCommand,
   report: reportCommand,
+  review: reviewCommand,
   styles: stylesCommand,
   sandbox: sandboxCommand,
   // The worker-mode commands load BullMQ and ioredis only when used (about 20 MB a run would carry).

@@ -68,7 +68,7 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'limits.shard': '--shard',
   'limits.maxDurationMs': '--max-duration',
   'limits.maxRate': '--max-rate',
-  'review.enabled': '--review',
+  'review.enabled': '--no-review',
   'review.threshold': '--review-threshold',
   'preflight.maxSide': '--max-side',
   'preflight.stripMetadata': '--strip-metadata',

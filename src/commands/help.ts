@@ -43,10 +43,10 @@ const RUN_OPTIONS: Array<[string, string]> = [
   ['--max-side PX', 'longest side of an uploaded image (default 4096)'],
   ['--verify', 'hash every finished result on resume (default: size and mtime)'],
   [
-    '--review',
-    'review each result against its source and flag the ones worth a look (off by default for now: it costs too much at catalogue scale)',
+    '--no-review',
+    'skip the review of each result against its source (on by default; flags results worth a look)',
   ],
-  ['--no-review', 'no review (the default for now)'],
+  ['--review', '(the default; accepted for old scripts)'],
   ['--review-threshold X', 'a review signal under X (0..1) flags the result (default 0.5)'],
   ['--log-level LEVEL', 'run.log level: fatal|error|warn|info|debug|trace|silent (default info)'],
   ['--no-progress', 'no progress display on stderr'],
@@ -93,6 +93,22 @@ const PAGES: Record<string, CommandPage> = {
       'kitchen-batch report output/catalogue',
       'kitchen-batch report --merge out/shard-1 out/shard-2 --out out/all',
       'kitchen-batch report --redis redis://redis:6379/0',
+    ],
+  },
+  review: {
+    brief: "review a run's results again (another threshold, older runs)",
+    usage: 'kitchen-batch review <out-dir> [--review-threshold X] [--json]',
+    summary:
+      "Reviews every downloaded result of a run folder against its source again (docs/contract.md#review), journals the new verdicts and rebuilds report.json, report.csv and report.html. Works on runs made without the review too. Holds the folder's lock. Exit 0 when every item succeeded, else 1 (as report).",
+    options: [
+      ['--review-threshold X', 'a review signal under X (0..1) flags the result (default 0.5)'],
+      ['--no-html', 'skip report.html'],
+      ['--log-level LEVEL', 'run.log level (default info)'],
+      ['--json', 'print the summary as one JSON object on stdout'],
+    ],
+    examples: [
+      'kitchen-batch review output/catalogue',
+      'kitchen-batch review output/catalogue --review-threshold 0.35',
     ],
   },
   styles: {

@@ -45,16 +45,28 @@ export async function reportCommand(args: string[], deps: CommandDeps): Promise<
   const outDir = path.resolve(deps.cwd, dir);
   const lock = await acquireLock(await runFolder(outDir));
   try {
-    const run = await readRun(outDir, deps);
-    const written = await writeReports(
-      outDir,
-      { info: run.info, rows: () => reportRows(outDir, run.plan, run.fold) },
-      { html: !values['no-html'], ...(run.plan?.manifest_dir ? { manifestDir: run.plan.manifest_dir } : {}) },
-    );
-    return finish(written.run, outDir, values.json ?? false, deps);
+    return await rebuildReports(outDir, deps, { json: values.json ?? false, html: !values['no-html'] });
   } finally {
     await lock.release();
   }
+}
+
+/**
+ * Rebuilds a run folder's reports from its journal (the caller holds the folder's lock) and prints
+ * the summary; returns the exit code (0 when every item succeeded, else 1).
+ */
+export async function rebuildReports(
+  outDir: string,
+  deps: CommandDeps,
+  options: { json: boolean; html: boolean },
+): Promise<number> {
+  const run = await readRun(outDir, deps);
+  const written = await writeReports(
+    outDir,
+    { info: run.info, rows: () => reportRows(outDir, run.plan, run.fold) },
+    { html: options.html, ...(run.plan?.manifest_dir ? { manifestDir: run.plan.manifest_dir } : {}) },
+  );
+  return finish(written.run, outDir, options.json, deps);
 }
 
 /**
@@ -165,7 +177,7 @@ function mergedInfo(infos: RunInfo[]): RunInfo {
 }
 
 /** Checks `dir` holds a run's journal; returns it. */
-async function runFolder(dir: string): Promise<string> {
+export async function runFolder(dir: string): Promise<string> {
   if (!(await stat(path.join(dir, 'journal.jsonl')).catch(() => null))) {
     throw new StateError('no_journal', `${dir} has no journal.jsonl: is it the --out folder of a run?`);
   }

@@ -110,8 +110,8 @@ export interface OutputOptions {
 /** The review of results (docs/contract.md#review). */
 export interface ReviewOptions {
   /**
-   * Review each downloaded result against its source. Off by default until it costs under a tenth
-   * of a run's time at catalogue scale (bench/scale.ts measures it; issue 15). @default false
+   * Review each downloaded result against its source, in a thread of its own beside the run; the
+   * final report waits for the reviews. `false` is the CLI's `--no-review`. @default true
    */
   enabled?: boolean;
   /** A signal under this score (0..1) is a flag. @default 0.5 */
@@ -324,7 +324,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       logLevel: oneOf(label('output.logLevel'), output.logLevel, LOG_LEVELS, 'info'),
     },
     review: {
-      enabled: flag(label('review.enabled'), input.review?.enabled, false),
+      enabled: flag(label('review.enabled'), input.review?.enabled, true),
       threshold: fraction(label('review.threshold'), input.review?.threshold, 0.5),
     },
     onEvent: input.onEvent ?? (() => {}),

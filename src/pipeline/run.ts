@@ -201,6 +201,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       // A run that stops leaves the reviews not started to a rerun (or `review`).
       if (flow.interrupted || flow.fatal) reviewer?.stop();
       await reviewer?.drain();
+      await reviewer?.close();
       governor.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();

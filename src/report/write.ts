@@ -34,7 +34,8 @@ export const PROBLEMS = 100;
 
 /**
  * What report.html shows: the first {@link PAGE_FIRST} items in manifest order (what a person looks
- * at first) and every item that did not succeed, up to {@link PAGE_PROBLEMS} of them. Whatever the
+ * at first) and every item that did not succeed or whose result the review flagged, up to
+ * {@link PAGE_PROBLEMS} of them. Whatever the
  * run's size the page stays about 10 MB and opens at once; it says that the full list is in
  * report.csv and report.json (docs/contract.md#report-html).
  */
@@ -68,7 +69,7 @@ export async function writeReports(
       await csv.write(csvRow(item));
       if (item.status !== 'succeeded' && problems.length < PROBLEMS) problems.push(item);
       if (index < PAGE_FIRST) page.push(item);
-      else if (item.status !== 'succeeded' && pageProblems < PAGE_PROBLEMS) {
+      else if (needsALook(item) && pageProblems < PAGE_PROBLEMS) {
         page.push(item);
         pageProblems++;
       }
@@ -92,4 +93,9 @@ export async function writeReports(
     });
   }
   return { run, problems };
+}
+
+/** An item a person should see on the page: it did not succeed, or its result was flagged. */
+function needsALook(item: ReportItem): boolean {
+  return item.status !== 'succeeded' || (item.review?.flags.length ?? 0) > 0;
 }

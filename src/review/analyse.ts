@@ -16,7 +16,8 @@
  * threshold (default {@link DEFAULT_THRESHOLD}) is a flag.
  */
 import sharp from 'sharp';
-import { ssim } from 'ssim.js';
+import { bezkrovnySsim } from 'ssim.js/dist/bezkrovnySsim.js';
+import type { Options as SsimOptions } from 'ssim.js/dist/types.js';
 
 /** Why a result is worth a look. */
 export type ReviewFlag =
@@ -54,10 +55,10 @@ export const DEFAULT_THRESHOLD = 0.5;
 /** Side of the square renditions compared (both images are squeezed to it). */
 const SIDE = 64;
 
-/** What the review knows of an image, computed once: small, about 5 KB. */
+/** What the review knows of an image, computed once: small, about 16 KB. */
 export interface Signature {
-  width: number;
-  height: number;
+  /** The upright image's width:height, from its rendition (exact to about 1 %). */
+  aspect: number;
   /** Sobel edge magnitude of a SIDE×SIDE grey rendition, 0..255. */
   edges: Uint8ClampedArray;
   /** SIDE² RGB pixels. */
@@ -73,19 +74,21 @@ export interface Signature {
 }
 
 /**
- * Reads an image (file path or bytes) into its {@link Signature}, orientation applied: one decode
- * to 64×64 (shrink-on-load for JPEG/WebP), every measure from those pixels.
+ * Reads an image (file path or bytes) into its {@link Signature}, orientation applied: one sharp
+ * call, a decode to at most SIDE×SIDE keeping the aspect (JPEG and WebP shrink on load), and every
+ * measure from those pixels, stretched to SIDE×SIDE. No separate header read: sharp's fixed cost
+ * per call (about 1 ms, measured) is most of the cost of a small image.
  */
 export async function signature(input: string | Buffer): Promise<Signature> {
-  const image = sharp(input, { failOn: 'error' });
-  const meta = await image.metadata();
-  const swap = (meta.orientation ?? 1) >= 5;
-  const { data } = await image
-    .rotate()
-    .resize(SIDE, SIDE, { fit: 'fill' })
-    .ensureAlpha()
-    .raw()
+  const { data, info } = await sharp(input, { failOn: 'error', autoOrient: true })
+    .resize(SIDE, SIDE, { fit: 'inside' })
+    .raw({ depth: 'uchar' })
     .toBuffer({ resolveWithObject: true });
+  return measure(stretch(data, info.width, info.height, info.channels), info.width / info.height);
+}
+
+/** Every measure of a SIDE×SIDE RGBA rendition. */
+function measure(data: Uint8Array, aspect: number): Signature {
   const n = SIDE * SIDE;
   const grey = new Uint8Array(n);
   const colour = new Uint8Array(n * 3);
@@ -93,7 +96,9 @@ export async function signature(input: string | Buffer): Promise<Signature> {
   const squares = [0, 0, 0];
   const histogram = new Uint32Array(256);
   for (let i = 0; i < n; i++) {
-    const [r, g, b, a] = [data[4 * i]!, data[4 * i + 1]!, data[4 * i + 2]!, data[4 * i + 3]!];
+    const r = data[4 * i]!;
+    const g = data[4 * i + 1]!;
+    const b = data[4 * i + 2]!;
     colour[3 * i] = r;
     colour[3 * i + 1] = g;
     colour[3 * i + 2] = b;
@@ -103,7 +108,7 @@ export async function signature(input: string | Buffer): Promise<Signature> {
     sum[0]! += r;
     sum[1]! += g;
     sum[2]! += b;
-    sum[3]! += a;
+    sum[3]! += data[4 * i + 3]!;
     squares[0]! += r * r;
     squares[1]! += g * g;
     squares[2]! += b * b;
@@ -113,8 +118,7 @@ export async function signature(input: string | Buffer): Promise<Signature> {
   let entropy = 0;
   for (const count of histogram) if (count > 0) entropy -= (count / n) * Math.log2(count / n);
   return {
-    width: (swap ? meta.height : meta.width) ?? SIDE,
-    height: (swap ? meta.width : meta.height) ?? SIDE,
+    aspect,
     edges: sobel(grey, SIDE),
     colour,
     spread,
@@ -124,6 +128,55 @@ export async function signature(input: string | Buffer): Promise<Signature> {
     // channel): two styles of one photo, or two tints of one layout, share their structure only.
     hash: `${differenceHash(grey)}-${quarterColours(colour)}`,
   };
+}
+
+/**
+ * A w×h rendition of 1 to 4 channels (grey, grey+alpha, RGB, RGBA) stretched bilinearly to
+ * SIDE×SIDE RGBA: both images are compared on one grid whatever their aspect.
+ */
+function stretch(data: Uint8Array, w: number, h: number, channels: number): Uint8Array {
+  const out = new Uint8Array(SIDE * SIDE * 4).fill(255);
+  // Where each output column and row samples the input: two neighbours and the second's weight.
+  const axis = (size: number) => {
+    const low = new Int32Array(SIDE);
+    const high = new Int32Array(SIDE);
+    const weight = new Float32Array(SIDE);
+    for (let i = 0; i < SIDE; i++) {
+      const at = Math.min(size - 1, Math.max(0, ((i + 0.5) * size) / SIDE - 0.5));
+      low[i] = Math.floor(at);
+      high[i] = Math.min(size - 1, low[i]! + 1);
+      weight[i] = at - low[i]!;
+    }
+    return { low, high, weight };
+  };
+  const xs = axis(w);
+  const ys = axis(h);
+  // Output channel k (R, G, B, A) reads input channel source[k]; -1: opaque.
+  const alpha = channels === 2 || channels === 4 ? channels - 1 : -1;
+  const source = channels < 3 ? [0, 0, 0, alpha] : [0, 1, 2, alpha];
+  for (let y = 0; y < SIDE; y++) {
+    const top = ys.low[y]! * w;
+    const bottom = ys.high[y]! * w;
+    const fy = ys.weight[y]!;
+    for (let x = 0; x < SIDE; x++) {
+      const left = xs.low[x]!;
+      const right = xs.high[x]!;
+      const fx = xs.weight[x]!;
+      const a = (top + left) * channels;
+      const b = (top + right) * channels;
+      const c = (bottom + left) * channels;
+      const d = (bottom + right) * channels;
+      const o = 4 * (y * SIDE + x);
+      for (let k = 0; k < 4; k++) {
+        const ch = source[k]!;
+        if (ch < 0) continue;
+        const upper = data[a + ch]! + (data[b + ch]! - data[a + ch]!) * fx;
+        const lower = data[c + ch]! + (data[d + ch]! - data[c + ch]!) * fx;
+        out[o + k] = Math.round(upper + (lower - upper) * fy);
+      }
+    }
+  }
+  return out;
 }
 
 /** Options of {@link reviewResult}. */
@@ -164,7 +217,7 @@ export function reviewResult(
     scores.rotated = best.flag === 'rotated' && isTurned ? 0 : 1;
     scores.mirrored = best.flag === 'mirrored' && isTurned ? 0 : 1;
     scores.layout_changed = isTurned ? 1 : ramp(plain, 0.25, 0.55);
-    const ratio = result.width / result.height / (source.width / source.height);
+    const ratio = result.aspect / source.aspect;
     // A quarter turn swaps the sides: that is the rotation's flag, not the aspect's.
     scores.aspect_changed = isTurned ? 1 : ramp(Math.abs(Math.log(ratio)), 0.08, 0.03);
     if (options.module === 'change-style')
@@ -199,44 +252,61 @@ function ramp(value: number, bad: number, good: number): number {
   return Math.max(0, Math.min(1, t));
 }
 
-/** SSIM of two SIDE×SIDE grey maps. */
-function similarity(a: Uint8ClampedArray, b: Uint8ClampedArray): number {
-  return ssim(rgba(a), rgba(b), { ssim: 'bezkrovny', downsample: false, windowSize: 8 }).mssim;
-}
+/** SSIM options: 8×8 windows on 8-bit maps, ssim.js's default constants. */
+const SSIM_OPTIONS: SsimOptions = {
+  ssim: 'bezkrovny',
+  windowSize: 8,
+  bitDepth: 8,
+  k1: 0.01,
+  k2: 0.03,
+  rgb2grayVersion: 'integer',
+  downsample: false,
+};
 
-function rgba(grey: Uint8ClampedArray): { data: Uint8ClampedArray; width: number; height: number } {
-  const data = new Uint8ClampedArray(grey.length * 4);
-  for (let i = 0; i < grey.length; i++) {
-    data[4 * i] = data[4 * i + 1] = data[4 * i + 2] = grey[i]!;
-    data[4 * i + 3] = 255;
-  }
-  return { data, width: SIDE, height: SIDE };
+/**
+ * Mean SSIM of two SIDE×SIDE grey maps: ssim.js's Bezkrovny variant (non-overlapping windows),
+ * called on the grey maps directly; its front door would first widen them to RGBA and back.
+ */
+function similarity(a: Uint8ClampedArray, b: Uint8ClampedArray): number {
+  const map = bezkrovnySsim(
+    // It only indexes `data`: a typed array serves as well as the number[] its types ask for.
+    { data: a as unknown as number[], width: SIDE, height: SIDE },
+    { data: b as unknown as number[], width: SIDE, height: SIDE },
+    SSIM_OPTIONS,
+  );
+  let sum = 0;
+  for (const value of map.data) sum += value;
+  return sum / map.data.length;
 }
 
 /** Sobel gradient magnitude, scaled to 0..255 by the image's own strongest edge. */
 function sobel(grey: Uint8Array, side: number): Uint8ClampedArray {
   const magnitude = new Float32Array(side * side);
   let max = 1e-6;
-  const at = (x: number, y: number) =>
-    grey[Math.min(side - 1, Math.max(0, y)) * side + Math.min(side - 1, Math.max(0, x))]!;
   for (let y = 0; y < side; y++) {
+    // Rows above and below, clamped at the border (the edge pixel repeats).
+    const up = Math.max(0, y - 1) * side;
+    const row = y * side;
+    const down = Math.min(side - 1, y + 1) * side;
     for (let x = 0; x < side; x++) {
+      const left = Math.max(0, x - 1);
+      const right = Math.min(side - 1, x + 1);
       const gx =
-        at(x + 1, y - 1) +
-        2 * at(x + 1, y) +
-        at(x + 1, y + 1) -
-        at(x - 1, y - 1) -
-        2 * at(x - 1, y) -
-        at(x - 1, y + 1);
+        grey[up + right]! +
+        2 * grey[row + right]! +
+        grey[down + right]! -
+        grey[up + left]! -
+        2 * grey[row + left]! -
+        grey[down + left]!;
       const gy =
-        at(x - 1, y + 1) +
-        2 * at(x, y + 1) +
-        at(x + 1, y + 1) -
-        at(x - 1, y - 1) -
-        2 * at(x, y - 1) -
-        at(x + 1, y - 1);
-      const m = Math.hypot(gx, gy);
-      magnitude[y * side + x] = m;
+        grey[down + left]! +
+        2 * grey[down + x]! +
+        grey[down + right]! -
+        grey[up + left]! -
+        2 * grey[up + x]! -
+        grey[up + right]!;
+      const m = Math.sqrt(gx * gx + gy * gy);
+      magnitude[row + x] = m;
       if (m > max) max = m;
     }
   }

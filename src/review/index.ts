@@ -1,15 +1,18 @@
 /**
  * The review step (docs/contract.md#review): after an item's result is downloaded, its result is
- * compared with its source (`analyse.ts`) off the critical path, one at a time, and the verdict is
- * journaled as a `reviewed` record, which report.json, report.csv and report.html show.
+ * compared with its source (`analyse.ts`) off the critical path, in a thread of its own
+ * (`thread.ts`) with a few reviews at a time, and the verdict is journaled as a `reviewed` record,
+ * which report.json, report.csv and report.html show.
  */
 import path from 'node:path';
-import PQueue from 'p-queue';
+import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunEvent } from '../pipeline/events.js';
 import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
-import { DEFAULT_THRESHOLD, DuplicateIndex, reviewResult, signature } from './analyse.js';
+import { startThread } from '../util/thread.js';
+import { DEFAULT_THRESHOLD, DuplicateIndex, type ReviewFlag } from './analyse.js';
+import type { ReviewReply, ReviewRequest } from './thread.js';
 
 export { DEFAULT_THRESHOLD } from './analyse.js';
 
@@ -27,11 +30,35 @@ export interface ReviewerDeps {
   again?: boolean;
 }
 
-/** Reviews downloaded results one at a time; {@link drain} before the final report. */
+/**
+ * Reviews in flight at once: the thread decodes one pair while it compares another, and the
+ * requests waiting in its inbox stay few (the rest wait here as ids).
+ */
+const IN_FLIGHT = 4;
+
+/** The score of a result that duplicates another item's (a flag under the default threshold). */
+const DUPLICATE_SCORE = 0.25;
+
+/** Thread failures (it could not start, or it died) after which the reviews left are skipped. */
+const THREAD_FAILURES = 3;
+
+/**
+ * Reviews downloaded results in a thread of its own; {@link drain} before the final report, then
+ * {@link close}. Items waiting for their review are kept as their ids alone (8 bytes each: the
+ * strings are the store's), so a review that falls behind an instant service does not grow memory
+ * by more than that.
+ */
 export class Reviewer {
   readonly #deps: ReviewerDeps;
-  readonly #queue = new PQueue({ concurrency: 1 });
+  #pending: string[] = [];
+  #head = 0;
+  #active = 0;
+  #idle: Array<() => void> = [];
   readonly #duplicates = new DuplicateIndex();
+  readonly #waiting = new Map<number, (reply: ReviewReply) => void>();
+  #thread: Worker | undefined;
+  #sent = 0;
+  #failures = 0;
   /** Items reviewed, and of them flagged. */
   readonly stats = { reviewed: 0, flagged: 0, skipped: 0 };
 
@@ -49,61 +76,140 @@ export class Reviewer {
   add(id: string): void {
     const state = reviewable(this.#deps.states.get(id));
     if (!state || (state.review && !this.#deps.again)) return;
-    void this.#queue.add(() => this.#review(id));
+    this.#pending.push(id);
+    this.#pump();
   }
 
   /** Resolves when every queued review is done. */
-  async drain(): Promise<void> {
-    await this.#queue.onIdle();
+  drain(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
   }
 
   /** Drops the reviews not started (a stopping run; `review` does them later). */
   stop(): void {
-    this.#queue.clear();
+    this.#pending = [];
+    this.#head = 0;
+    this.#pump();
+  }
+
+  /** Stops the thread (after {@link drain}; a review still in flight is dropped). */
+  async close(): Promise<void> {
+    this.stop();
+    const thread = this.#thread;
+    this.#thread = undefined;
+    await thread?.terminate();
+  }
+
+  /** Starts reviews while there is room in flight; wakes {@link drain} when all are done. */
+  #pump(): void {
+    while (this.#active < IN_FLIGHT && this.#head < this.#pending.length) {
+      const id = this.#pending[this.#head++]!;
+      this.#active++;
+      this.#review(id)
+        .catch((error: unknown) => {
+          // The journal failed (the run stops on it): this verdict is lost, a rerun makes it again.
+          this.stats.skipped++;
+          this.#deps.logger.warn(
+            { event: 'review_skipped', item: id, err: (error as Error).message },
+            'could not record the review',
+          );
+        })
+        .finally(() => {
+          this.#active--;
+          this.#pump();
+        });
+    }
+    // Forget the ids already started, now and then, so the list does not keep the whole catalogue.
+    if (this.#head > 4096 && this.#head * 2 > this.#pending.length) {
+      this.#pending = this.#pending.slice(this.#head);
+      this.#head = 0;
+    }
+    if (this.#isIdle()) for (const wake of this.#idle.splice(0)) wake();
+  }
+
+  #isIdle(): boolean {
+    return this.#active === 0 && this.#head >= this.#pending.length;
   }
 
   async #review(id: string): Promise<void> {
     const state = reviewable(this.#deps.states.get(id));
     if (!state?.output) return;
-    const source = state.src?.path;
-    if (!source) {
+    const source = state.src;
+    if (!source?.path) {
       this.stats.skipped++;
       return;
     }
-    try {
-      const [src, result] = await Promise.all([
-        signature(source),
-        signature(path.join(this.#deps.outDir, state.output)),
-      ]);
-      const review = reviewResult(src, result, {
-        module: state.module,
-        threshold: this.#deps.threshold ?? DEFAULT_THRESHOLD,
-      });
-      const flags = [...review.flags];
-      let score = review.score;
-      const earlier = this.#duplicates.check(id, result.hash);
-      if (earlier !== null) {
-        flags.push('duplicate');
-        score = Math.min(score, 0.25);
-        this.#deps.logger.info(
-          { event: 'review_duplicate', item: id, same_as: earlier },
-          'result duplicates another item',
-        );
-      }
-      await this.#deps.record({ t: 'reviewed', id, fp: state.fp, score, flags });
-      this.stats.reviewed++;
-      if (flags.length > 0) {
-        this.stats.flagged++;
-        this.#deps.logger.info({ event: 'review_flagged', item: id, score, flags }, 'result worth a look');
-      }
-    } catch (error) {
+    const request = {
+      source: source.path,
+      sourceKey: source.sha256 || source.path,
+      result: path.join(this.#deps.outDir, state.output),
+      module: state.module,
+      threshold: this.#deps.threshold ?? DEFAULT_THRESHOLD,
+    };
+    const reply = await this.#ask(request);
+    if (!reply.ok) {
       // A file that cannot be read now (moved source, a disk hiccup): no verdict, not a run failure.
       this.stats.skipped++;
       this.#deps.logger.warn(
-        { event: 'review_skipped', item: id, err: (error as Error).message },
+        { event: 'review_skipped', item: id, err: reply.error },
         'could not review the result',
       );
+      return;
     }
+    const flags = [...reply.flags] as ReviewFlag[];
+    let score = reply.score;
+    const earlier = this.#duplicates.check(id, reply.hash);
+    // A duplicate is a signal like the others: it scores DUPLICATE_SCORE, a flag under the threshold.
+    if (earlier !== null && DUPLICATE_SCORE < request.threshold) {
+      flags.push('duplicate');
+      score = Math.min(score, DUPLICATE_SCORE);
+      this.#deps.logger.info(
+        { event: 'review_duplicate', item: id, same_as: earlier },
+        'result duplicates another item',
+      );
+    }
+    await this.#deps.record({ t: 'reviewed', id, fp: state.fp, score, flags });
+    this.stats.reviewed++;
+    if (flags.length > 0) {
+      this.stats.flagged++;
+      this.#deps.logger.info({ event: 'review_flagged', item: id, score, flags }, 'result worth a look');
+    }
+  }
+
+  /** Sends one review to the thread (started on first use) and waits for its reply. */
+  #ask(request: Omit<ReviewRequest, 'n'>): Promise<ReviewReply> {
+    const n = ++this.#sent;
+    if (this.#failures >= THREAD_FAILURES)
+      return Promise.resolve({ n, ok: false, error: 'the review thread failed; run `review` later' });
+    const thread = this.#ensureThread();
+    return new Promise((resolve) => {
+      this.#waiting.set(n, (reply) => {
+        this.#waiting.delete(n);
+        // An idle thread must not keep a finished process alive.
+        if (this.#waiting.size === 0) this.#thread?.unref();
+        resolve(reply);
+      });
+      thread.ref();
+      thread.postMessage({ ...request, n } satisfies ReviewRequest);
+    });
+  }
+
+  #ensureThread(): Worker {
+    if (this.#thread) return this.#thread;
+    const thread = startThread('thread', import.meta.url);
+    thread.on('message', (reply: ReviewReply) => this.#waiting.get(reply.n)?.(reply));
+    const fail = (why: string): void => {
+      if (this.#thread !== thread) return;
+      this.#thread = undefined;
+      this.#failures++;
+      this.#deps.logger.warn({ event: 'review_thread_failed', err: why }, 'the review thread stopped');
+      for (const [n, answer] of [...this.#waiting]) answer({ n, ok: false, error: why });
+    };
+    thread.on('error', (error) => fail(error.message));
+    thread.on('exit', (code) => fail(`the review thread exited with code ${code}`));
+    this.#thread = thread;
+    return thread;
   }
 }
 

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ENQUEUE_FLAGS } from '../../src/commands/enqueue.js';
 import { COMMAND_NAMES, commandHelp, optionNames } from '../../src/commands/help.js';
 import { REPORT_FLAGS } from '../../src/commands/report.js';
+import { REVIEW_FLAGS } from '../../src/commands/review.js';
 import { RUN_FLAGS } from '../../src/commands/run.js';
 import { STATUS_FLAGS } from '../../src/commands/status.js';
 import { STYLES_FLAGS } from '../../src/commands/styles.js';
@@ -22,6 +23,7 @@ describe('help', () => {
       run: RUN_FLAGS,
       plan: RUN_FLAGS,
       report: REPORT_FLAGS,
+      review: REVIEW_FLAGS,
       styles: STYLES_FLAGS,
       enqueue: ENQUEUE_FLAGS,
       status: STATUS_FLAGS,

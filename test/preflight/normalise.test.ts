@@ -242,8 +242,10 @@ describe('uploads as the service receives them', () => {
     expect(html).toContain('CMYK');
     const csv = (await readFile(path.join(ws.out, 'report.csv'), 'utf8')).split('\r\n');
     expect(csv[0]!.endsWith(',error_code,error_message,preflight,review_score,review_flags')).toBe(true);
-    // Not reviewed (the default for now): the review columns are empty.
-    expect(csv.find((line) => line.startsWith('gps__japandi,'))).toMatch(/,metadata removed,,$/);
+    // The review's columns follow (reviewed by default: a score, then the flags, here echo results'.)
+    expect(csv.find((line) => line.startsWith('gps__japandi,'))).toMatch(
+      /,metadata removed,[\d.]+,[a-z_; ]*$/,
+    );
   });
 });
 

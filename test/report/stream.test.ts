@@ -115,14 +115,22 @@ describe('report.html at catalogue scale', () => {
     const data = JSON.parse(
       /<script type="application\/json" id="report-data">([\s\S]*?)<\/script>/.exec(html)![1]!,
     ) as {
-      items: Array<{ id: string; status: string }>;
+      items: Array<{ id: string; status: string; rv?: { flags: string[] } }>;
     };
-    const failedAfterFirst = data.items.slice(PAGE_FIRST);
+    // After the first ones: the items that did not succeed and the results the review flagged.
+    const afterFirst = data.items.slice(PAGE_FIRST);
     expect(data.items.slice(0, PAGE_FIRST).map((i) => i.id)).toEqual(
       Array.from({ length: PAGE_FIRST }, (_, i) => row(i).id),
     );
-    expect(failedAfterFirst).toHaveLength(PAGE_PROBLEMS);
-    expect(failedAfterFirst.every((i) => i.status === 'failed')).toBe(true);
+    expect(afterFirst).toHaveLength(PAGE_PROBLEMS);
+    expect(afterFirst.every((i) => i.status === 'failed' || (i.rv?.flags.length ?? 0) > 0)).toBe(true);
+    expect(afterFirst.some((i) => i.status === 'succeeded')).toBe(true);
+    const expected = Array.from({ length: n }, (_, i) => row(i))
+      .slice(PAGE_FIRST)
+      .filter((i) => i.status !== 'succeeded' || (i.review?.flags.length ?? 0) > 0)
+      .slice(0, PAGE_PROBLEMS)
+      .map((i) => i.id);
+    expect(afterFirst.map((i) => i.id)).toEqual(expected);
     expect(html).toContain(
       `This page lists ${(PAGE_FIRST + PAGE_PROBLEMS).toLocaleString('en-US')} of the 200,000 items`,
     );

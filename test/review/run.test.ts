@@ -48,7 +48,7 @@ describe('review in a run', () => {
     expect(again.run.totals.needs_review).toBe(report.run.totals.needs_review);
   }, 120_000);
 
-  it('without --review (the default for now), review is null and needs_review 0', async () => {
+  it('with --no-review, review is null and needs_review 0', async () => {
     const ws = await workspace({ items: 4 });
     ws.sandbox.setFaults({ badResultRate: 1, badResults: ['blank'] });
     await ws.run({ review: { enabled: false } });

@@ -17,9 +17,22 @@ export const CLIENT_JS = String.raw`(function () {
   var LABEL = { succeeded: 'Succeeded', failed: 'Failed', rejected: 'Rejected', incomplete: 'Incomplete' };
   var ICON = { succeeded: '\u2713', failed: '\u2715', rejected: '\u2298', incomplete: '\u25F7' };
   var ALL = '*';
+  // The review's flags in words: why a result is worth a look (docs/contract.md#review).
+  var FLAG_WORDS = {
+    layout_changed: 'Layout changed: cabinets, window or worktop are not where the source has them',
+    rotated: 'Rotated: the result is turned against the source',
+    mirrored: 'Mirrored: the result is the source flipped left to right',
+    aspect_changed: 'Aspect changed: cropped or stretched to another width:height',
+    blank: 'Blank: nearly one colour, no picture',
+    transparent: 'Transparent: mostly see-through',
+    unchanged: 'Unchanged: nearly identical to the source, the style was not applied',
+    duplicate: "Duplicate: the same picture as another item's result",
+  };
   var state = { status: ALL, module: ALL, style: ALL, q: '', code: null, view: 'cards', page: 0 };
 
   items.forEach(function (it) { it.idLower = String(it.id).toLowerCase(); });
+  function flagged(it) { return !!(it.rv && it.rv.flags.length > 0); }
+  var flaggedCount = items.filter(flagged).length;
 
   function byId(id) { return document.getElementById(id); }
 
@@ -179,6 +192,14 @@ export const CLIENT_JS = String.raw`(function () {
     if (it.pre) {
       body.push(h('p', { class: 'pre', title: 'What preflight did to the upload' }, ['Uploaded: ' + it.pre.join(', ')]));
     }
+    if (flagged(it)) {
+      body.push(h('div', { class: 'review', 'data-review-score': it.rv.score }, [
+        h('p', null, [h('strong', { text: 'Worth a look ' }), h('span', { class: 'score', text: 'score ' + it.rv.score.toFixed(2) })]),
+        h('ul', null, it.rv.flags.map(function (f) {
+          return h('li', { 'data-flag': f, text: FLAG_WORDS[f] || f });
+        })),
+      ]));
+    }
     if (it.error) {
       var hint = hintFor(it);
       body.push(h('div', { class: 'err err-' + it.status }, [
@@ -186,7 +207,7 @@ export const CLIENT_JS = String.raw`(function () {
         hint ? h('p', { class: 'hint' }, [h('strong', { text: 'How to fix: ' }), hint]) : null,
       ]));
     }
-    return h('article', { class: 'card', 'data-status': it.status, 'data-id': it.id }, [
+    return h('article', { class: 'card', 'data-status': it.status, 'data-id': it.id, 'data-flags': flagged(it) ? it.rv.flags.join(' ') : null }, [
       h('div', { class: 'pair' }, [
         h('figure', null, [before, h('figcaption', { text: 'Before' })]),
         h('figure', null, [after, h('figcaption', { text: 'After' })]),
@@ -201,7 +222,7 @@ export const CLIENT_JS = String.raw`(function () {
   var pager = byId('pager');
   var empty = byId('empty');
 
-  function renderCards(list) {
+  function renderCards(list, what) {
     var pages = Math.max(1, Math.ceil(list.length / PAGE_SIZE));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
     var start = state.page * PAGE_SIZE;
@@ -209,8 +230,11 @@ export const CLIENT_JS = String.raw`(function () {
     var fragment = document.createDocumentFragment();
     slice.forEach(function (it) { fragment.appendChild(card(it)); });
     grid.replaceChildren(fragment);
-    summary.textContent = list.length === 0 ? 'No items match these filters.'
-      : 'Showing ' + fmtCount(start + 1) + '\u2013' + fmtCount(start + slice.length) + ' of ' + plural(list.length, 'item', 'items');
+    var none = what === 'review' ? 'No results need a look among these items.' : 'No items match these filters.';
+    summary.textContent = list.length === 0 ? none
+      : 'Showing ' + fmtCount(start + 1) + '\u2013' + fmtCount(start + slice.length) + ' of ' + plural(list.length, 'item', 'items') +
+        (what === 'review' ? ' worth a look, lowest review score first' : '');
+    empty.textContent = none;
     empty.hidden = list.length !== 0;
     pager.hidden = pages < 2;
     byId('page-label').textContent = 'Page ' + fmtCount(state.page + 1) + ' of ' + fmtCount(pages);
@@ -283,13 +307,21 @@ export const CLIENT_JS = String.raw`(function () {
         onclick: function () { state.code = null; state.page = 0; render(); },
       }, ['\u00D7']));
     }
-    var cards = state.view === 'cards';
-    byId('results-heading').textContent = cards ? 'Items' : 'Errors by code';
+    var cards = state.view !== 'errors';
+    byId('results-heading').textContent = state.view === 'review' ? 'Needs review' : cards ? 'Items' : 'Errors by code';
     grid.hidden = !cards;
     groups.hidden = cards;
-    if (cards) renderCards(items.filter(function (it) { return matches(it, false); }));
+    if (state.view === 'review') renderCards(reviewList(), 'review');
+    else if (cards) renderCards(items.filter(function (it) { return matches(it, false); }), 'items');
     else renderGroups(items.filter(function (it) { return matches(it, true); }));
   }
+
+  /** The flagged results among the filtered items, lowest score first (then by id, stable). */
+  function reviewList() {
+    return items.filter(function (it) { return flagged(it) && matches(it, false); })
+      .sort(function (a, b) { return a.rv.score - b.rv.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0); });
+  }
+  byId('review-count').textContent = fmtCount(flaggedCount);
 
   function focusResults() {
     var heading = byId('results-heading');

@@ -59,6 +59,8 @@ interface PageItem {
   src: string | null;
   /** Relative URL of the result thumbnail, or null. */
   out: string | null;
+  /** The result's review (report.json's `review`); omitted when it was not reviewed. */
+  rv?: { score: number; flags: string[] };
 }
 
 /**
@@ -97,6 +99,7 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
     job: item.job_id,
     error: item.error,
     ...(item.preflight.length > 0 ? { pre: item.preflight } : {}),
+    ...(item.review ? { rv: item.review } : {}),
     href: result?.href ?? null,
     src: thumbUrl(srcJob),
     out: thumbUrl(outJob),

@@ -72,7 +72,7 @@ ${tiles}
 </ul>
 ${
   header.partial
-    ? `<p class="partial" role="note" data-meta="partial">This page lists ${e(formatCount(header.partial.shown))} of the ${e(formatCount(header.partial.total))} items: the first ones in manifest order and every item that did not succeed. The full list is in report.csv and report.json beside this file.</p>\n`
+    ? `<p class="partial" role="note" data-meta="partial">This page lists ${e(formatCount(header.partial.shown))} of the ${e(formatCount(header.partial.total))} items: the first ones in manifest order, every item that did not succeed and every result that needs review. The full list is in report.csv and report.json beside this file.</p>\n`
     : ''
 }</div>
 </header>
@@ -82,7 +82,7 @@ ${
 <div class="field field-search"><label for="search">Search by id</label><input id="search" type="search" placeholder="Type part of an id  ( / )" autocomplete="off" spellcheck="false"></div>
 <div class="field"><label for="module-filter">Module</label><select id="module-filter"></select></div>
 <div class="field"><label for="style-filter">Style</label><select id="style-filter"></select></div>
-<div class="field"><span class="sr-only" id="view-label">View</span><div class="segmented" role="group" aria-labelledby="view-label"><button type="button" data-view="cards" aria-pressed="true">Cards</button><button type="button" data-view="errors" aria-pressed="false">Group by error</button></div></div>
+<div class="field"><span class="sr-only" id="view-label">View</span><div class="segmented" role="group" aria-labelledby="view-label"><button type="button" data-view="cards" aria-pressed="true">Cards</button><button type="button" data-view="errors" aria-pressed="false">Group by error</button><button type="button" data-view="review" aria-pressed="false">Needs review <span class="view-count" id="review-count"></span></button></div></div>
 </div>
 <div class="chips"><div class="chip-group" id="status-filter" role="group" aria-label="Filter by status"></div><span class="code-filter" id="code-filter" hidden></span><button type="button" class="link-btn" id="reset">Reset filters</button></div>
 </div>

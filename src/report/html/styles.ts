@@ -118,6 +118,11 @@ main { padding: 18px 0 40px; }
 .badge-succeeded { color: var(--ok); background: var(--ok-bg); } .badge-failed { color: var(--fail); background: var(--fail-bg); }
 .badge-rejected { color: var(--rej); background: var(--rej-bg); } .badge-incomplete { color: var(--inc); background: var(--inc-bg); }
 .dup { margin: 0; font-size: .82rem; color: var(--rej); }
+.review { border-radius: 8px; padding: 8px 10px; font-size: .86rem; background: var(--rej-bg); border-left: 3px solid var(--rej); }
+.review p { margin: 0; overflow-wrap: anywhere; }
+.review ul { margin: 4px 0 0; padding-left: 18px; }
+.review .score { font-family: var(--mono); color: var(--muted); font-size: .82rem; }
+.view-count { font-variant-numeric: tabular-nums; color: var(--muted); }
 .pre { margin: 0; font-size: .82rem; color: var(--muted, #555); }
 .err { border-radius: 8px; padding: 8px 10px; font-size: .86rem; background: var(--surface-2); border-left: 3px solid var(--muted); }
 .err-failed { border-left-color: var(--fail); } .err-rejected { border-left-color: var(--rej); } .err-incomplete { border-left-color: var(--inc); }

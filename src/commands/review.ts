@@ -1,0 +1,91 @@
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
+import { DEFAULT_THRESHOLD, Reviewer } from '../review/index.js';
+import { ItemStore } from '../state/items.js';
+import { openRunFolder } from '../state/run-folder.js';
+import type { CommandDeps } from './common.js';
+import { rebuildReports, runFolder } from './report.js';
+
+/** Flags of `review`. */
+export const REVIEW_FLAGS = {
+  'review-threshold': { type: 'string' },
+  json: { type: 'boolean' },
+  'no-html': { type: 'boolean' },
+  'log-level': { type: 'string' },
+} as const;
+
+/**
+ * `kitchen-batch review <out-dir>` (docs/contract.md#review): reviews every downloaded result of a
+ * run folder again (another threshold, or a run made before the review existed), journals the new
+ * verdicts and rebuilds the reports. It holds the folder's lock, so it waits for no run and no run
+ * can start beside it. A first Ctrl-C stops after the reviews in flight: the verdicts journaled so
+ * far stay, and the reports are rebuilt from them.
+ */
+export async function reviewCommand(args: string[], deps: CommandDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: REVIEW_FLAGS,
+    allowPositionals: true,
+    strict: true,
+  });
+  const dir = positionals[0];
+  if (!dir || positionals.length > 1) {
+    throw new UsageError('usage: kitchen-batch review <out-dir> [--review-threshold X] [--json]');
+  }
+  const threshold = thresholdFlag(values['review-threshold']);
+  const outDir = path.resolve(deps.cwd, dir);
+  const folder = await openRunFolder(await runFolder(outDir), {
+    logLevel: values['log-level'] ?? 'info',
+    secrets: [],
+    onWarning: (message) => deps.stderr.write(`warning: ${message}\n`),
+  });
+  try {
+    const store = new ItemStore(folder.journal, folder.states, { interner: folder.interner });
+    const reviewer = new Reviewer({
+      outDir,
+      states: store,
+      record: (record) => store.record(record),
+      logger: folder.logger,
+      threshold,
+      again: true,
+    });
+    const stop = () => reviewer.stop();
+    deps.signal?.addEventListener('abort', stop, { once: true });
+    folder.logger.info({ event: 'review_start', threshold }, 'reviewing the results again');
+    try {
+      for (const id of store.keys()) {
+        if (deps.signal?.aborted) break;
+        reviewer.add(id);
+      }
+      await reviewer.drain();
+    } finally {
+      deps.signal?.removeEventListener('abort', stop);
+      await reviewer.close();
+    }
+    const { stats } = reviewer;
+    folder.logger.info({ event: 'review_end', ...stats }, 'review done');
+    await folder.journal.close();
+    if (!values.json) {
+      deps.stderr.write(
+        `reviewed ${stats.reviewed} result${stats.reviewed === 1 ? '' : 's'}: ${stats.flagged} worth a look` +
+          (stats.skipped > 0 ? `, ${stats.skipped} could not be reviewed (see run.log)` : '') +
+          (deps.signal?.aborted ? ' (interrupted: the rest keep their earlier review)' : '') +
+          '\n',
+      );
+    }
+    return await rebuildReports(outDir, deps, { json: values.json ?? false, html: !values['no-html'] });
+  } finally {
+    await folder.close();
+  }
+}
+
+/** `--review-threshold X`: a number from 0 to 1. */
+function thresholdFlag(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_THRESHOLD;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1) {
+    throw new UsageError(`--review-threshold must be a number from 0 to 1, got "${text}"`);
+  }
+  return value;
+}
