@@ -6,6 +6,7 @@ import { benchEngine } from './engine.js';
 import { benchManifest } from './manifest.js';
 import { benchPreflight } from './preflight.js';
 import { benchResume } from './resume.js';
+import { benchReview } from './review.js';
 import { benchScale } from './scale.js';
 import { fmt, printTable } from './util.js';
 
@@ -14,6 +15,7 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: () => Promise<
   { name: 'preflight', title: 'Preflight: sharp throughput against raw sharp', run: benchPreflight },
   { name: 'engine', title: 'Engine: runBatch vs a naive client vs the ideal bound', run: benchEngine },
   { name: 'resume', title: 'Resume: rerun of a finished run', run: benchResume },
+  { name: 'review', title: 'Result review: bad results flagged, and what it costs', run: benchReview },
   {
     name: 'scale',
     title: 'Catalogue scale: memory, throughput and tail vs a minimal client',

@@ -197,7 +197,9 @@ export class Reviewer {
 
   #ensureThread(): Worker {
     if (this.#thread) return this.#thread;
-    const thread = startThread('thread', import.meta.url);
+    const thread = startThread('thread', import.meta.url, {
+      resourceLimits: { maxYoungGenerationSizeMb: 4 },
+    });
     thread.on('message', (reply: ReviewReply) => this.#waiting.get(reply.n)?.(reply));
     const fail = (why: string): void => {
       if (this.#thread !== thread) return;

@@ -3,7 +3,7 @@
  * made without the review and with another threshold, journals the verdicts and rebuilds the
  * reports; it refuses a folder that is not a run and a threshold out of range.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
@@ -72,6 +72,26 @@ describe('kitchen-batch review', () => {
     expect(rerun.run.totals.needs_review).toBe(0);
     expect(await reviewedRecords(ws.out)).toHaveLength(24);
   }, 120_000);
+
+  it('a source that cannot be read leaves its item unreviewed, says so, and the others are reviewed', async () => {
+    const ws = await workspace({ items: 4 });
+    await ws.run({ review: { enabled: false } });
+    await rm(path.join(ws.dir, 'images', 'k2.jpg'));
+    const reviewed = await cli(['review', 'out'], ws.dir);
+    expect(reviewed.code).toBe(0);
+    expect(reviewed.stderr).toBe(
+      'reviewed 3 results: 0 worth a look, 1 could not be reviewed (see run.log)\n',
+    );
+    const report = await ws.report();
+    expect(report.items.map((i) => [i.id, i.review === null])).toEqual([
+      ['k0__scandinavian', false],
+      ['k1__industrial', false],
+      ['k2__japandi', true],
+      ['k3__modern', false],
+    ]);
+    const log = await readFile(path.join(ws.out, 'run.log'), 'utf8');
+    expect(log).toMatch(/"event":"review_skipped","item":"k2__japandi"/);
+  });
 
   it('refuses a folder that is not a run, and a threshold out of range (exit 2)', async () => {
     const ws = await workspace({ items: 1 });
