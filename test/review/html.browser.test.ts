@@ -71,6 +71,10 @@ describe.skipIf(!hasChromium())('report.html: the Needs review view, in headless
     expect(await page.locator('#grid .card').count()).toBe(report.items.length);
     expect(await page.locator('#grid .card .review').count()).toBe(flagged.length);
 
+    // The header's tile opens the view (the view button does the same).
+    await page.locator('[data-stat="needs_review"]').click();
+    await expect(page.locator('[data-view="review"]').getAttribute('aria-pressed')).resolves.toBe('true');
+    await page.locator('[data-view="cards"]').click();
     await page.locator('[data-view="review"]').click();
     await expect(page.locator('#results-heading').textContent()).resolves.toBe('Needs review');
     const cards = await shownCards(page);

@@ -322,6 +322,19 @@ export const CLIENT_JS = String.raw`(function () {
       .sort(function (a, b) { return a.rv.score - b.rv.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0); });
   }
   byId('review-count').textContent = fmtCount(flaggedCount);
+  // The header's Needs review tile opens the view too, when there is something to see.
+  var reviewTile = document.querySelector('[data-stat="needs_review"]');
+  if (reviewTile && flaggedCount > 0) {
+    reviewTile.classList.add('tile-link');
+    reviewTile.setAttribute('role', 'button');
+    reviewTile.setAttribute('tabindex', '0');
+    reviewTile.setAttribute('title', 'Show the results that need review');
+    var openReview = function () { state.view = 'review'; state.page = 0; render(); focusResults(); };
+    reviewTile.addEventListener('click', openReview);
+    reviewTile.addEventListener('keydown', function (event) {
+      if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); openReview(); }
+    });
+  }
 
   function focusResults() {
     var heading = byId('results-heading');

@@ -123,6 +123,8 @@ main { padding: 18px 0 40px; }
 .review ul { margin: 4px 0 0; padding-left: 18px; }
 .review .score { font-family: var(--mono); color: var(--muted); font-size: .82rem; }
 .view-count { font-variant-numeric: tabular-nums; color: var(--muted); }
+.tile-link { cursor: pointer; border-left-color: var(--rej); }
+.tile-link:hover { background: var(--rej-bg); }
 .pre { margin: 0; font-size: .82rem; color: var(--muted, #555); }
 .err { border-radius: 8px; padding: 8px 10px; font-size: .86rem; background: var(--surface-2); border-left: 3px solid var(--muted); }
 .err-failed { border-left-color: var(--fail); } .err-rejected { border-left-color: var(--rej); } .err-incomplete { border-left-color: var(--inc); }
