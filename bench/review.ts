@@ -11,21 +11,12 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type RunOptions, runBatch } from '../src/pipeline/run.js';
-import type { ReviewFlag } from '../src/review/analyse.js';
 import { type BadResult, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
 import type { Report } from '../src/types.js';
 import { kitchenJpeg } from '../test/helpers/images.js';
+import { EXPECTED_FLAG as EXPECTED } from '../test/review/kinds.js';
 import { fmt, printTable, tempDir, verdict } from './util.js';
 
-/** The flag each kind of bad result must raise (as test/review/kinds.ts). */
-const EXPECTED: Record<BadResult, ReviewFlag> = {
-  blank: 'blank',
-  rotated: 'rotated',
-  mirrored: 'mirrored',
-  cropped: 'aspect_changed',
-  unrelated: 'layout_changed',
-  unchanged: 'unchanged',
-};
 const KINDS = Object.keys(EXPECTED) as BadResult[];
 
 export async function benchReview(): Promise<void> {

@@ -175,6 +175,11 @@ const PAGES: Record<string, CommandPage> = {
       ['--job-timeout SECONDS', 'a job not ended by then is retried later (default 1800)'],
       ['--keep-metadata', 'send images as they are (see run)'],
       ['--max-side PX', 'longest side of an uploaded image (default 4096)'],
+      [
+        '--no-review',
+        "skip the review of each result against its source (see run; duplicates are found among this worker's results)",
+      ],
+      ['--review-threshold X', 'a review signal under X (0..1) flags the result (default 0.5)'],
       ['--log-level LEVEL', 'level of <out>/workers/<name>.log (default info)'],
       ['--name NAME', 'the worker in status and its log file name (default <hostname>-<pid>)'],
       ['--json', 'print the summary as one JSON object'],

@@ -23,6 +23,8 @@ export const WORKER_FLAGS = {
   'job-timeout': { type: 'string' },
   'keep-metadata': { type: 'boolean' },
   'max-side': { type: 'string' },
+  'no-review': { type: 'boolean' },
+  'review-threshold': { type: 'string' },
   'log-level': { type: 'string' },
   name: { type: 'string' },
   json: { type: 'boolean' },
@@ -59,6 +61,12 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const grace = number('grace', values.grace, 0, false);
   const jobTimeout = number('job-timeout', values['job-timeout'], 1, false);
   const maxSide = number('max-side', values['max-side'], 64, true);
+  const threshold = number('review-threshold', values['review-threshold'], 0, false);
+  if (threshold !== undefined && threshold > 1) {
+    throw new UsageError(
+      `--review-threshold: expected a number from 0 to 1, got ${JSON.stringify(values['review-threshold'])}`,
+    );
+  }
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {
@@ -85,6 +93,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
       keepMetadata: values['keep-metadata'] ?? false,
       ...(maxSide !== undefined ? { maxSide } : {}),
     },
+    review: { enabled: !values['no-review'], ...(threshold !== undefined ? { threshold } : {}) },
     ...(values['log-level'] ? { logLevel: values['log-level'] } : {}),
     ...(values.name ? { name: values.name } : {}),
     signals: {

@@ -25,6 +25,7 @@ import { createPreflighter } from '../pipeline/preflight/index.js';
 import { RunStop } from '../pipeline/stop.js';
 import { fetchStyleKeys } from '../pipeline/styles.js';
 import { submitItem, UploadReader } from '../pipeline/submit.js';
+import { Reviewer } from '../review/index.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
 import type { Item, ItemError, ItemStatus } from '../types.js';
 import { coalescedFsyncDir } from '../util/fs.js';
@@ -54,6 +55,12 @@ export interface WorkerOptions {
   jobTimeoutMs?: number;
   /** Upload preparation, as for `run`. */
   preflight?: { keepMetadata?: boolean; maxSide?: number };
+  /**
+   * The review of each result against its source, as for `run` (docs/contract.md#review), done
+   * while the worker holds the item. Duplicates are found among this worker's results only.
+   * @default { enabled: true, threshold: 0.5 }
+   */
+  review?: { enabled?: boolean; threshold?: number };
   /** pino level of the worker's log. @default 'info' */
   logLevel?: string;
   /** The worker's name in `status` and its log file's name. @default `<hostname>-<pid>` */
@@ -181,6 +188,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       });
       const processItem = new ItemProcessor({
         redis,
+        review:
+          options.review?.enabled === false ? null : { logger, outDir, threshold: options.review?.threshold },
         shared,
         styles,
         preflighter,
@@ -219,6 +228,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       }
       await running;
       await worker.close();
+      await processItem.close();
     } finally {
       rate.close(new InterruptedError('shutdown'));
       client.close();
@@ -271,6 +281,8 @@ async function untilDrained(redis: Redis, items: ItemProcessor, stop: AbortSigna
 
 interface ProcessorDeps {
   redis: Redis;
+  /** What the review needs; null with `--no-review`. */
+  review: { logger: Logger; outDir: string; threshold: number | undefined } | null;
   shared: Omit<StageContext, 'store'>;
   styles: ReadonlySet<string> | null;
   preflighter: ReturnType<typeof createPreflighter>;
@@ -286,10 +298,32 @@ interface ProcessorDeps {
 class ItemProcessor {
   readonly #deps: ProcessorDeps;
   readonly #handedBack = new Set<string>();
+  /** The items in hand, by id: what the reviewer reads and writes through. */
+  readonly #stores = new Map<string, JobStore>();
+  readonly #reviewer: Reviewer | null;
   active = 0;
 
   constructor(deps: ProcessorDeps) {
     this.#deps = deps;
+    const review = deps.review;
+    this.#reviewer = review
+      ? new Reviewer({
+          outDir: review.outDir,
+          states: { get: (id) => this.#stores.get(id)?.state },
+          record: async (record) => {
+            const store = this.#stores.get(record.id);
+            if (!store) throw new Error(`item ${record.id} is no longer held by this worker`);
+            await store.record(record);
+          },
+          logger: review.logger,
+          ...(review.threshold !== undefined ? { threshold: review.threshold } : {}),
+        })
+      : null;
+  }
+
+  /** Stops the review's thread. */
+  async close(): Promise<void> {
+    await this.#reviewer?.close();
   }
 
   async run(job: Job<QueuedItem, ItemResult>, token: string): Promise<ItemResult> {
@@ -309,6 +343,7 @@ class ItemProcessor {
     const store = new JobStore(redis, lockKey(job.id!), token, await loadState(redis, data.id));
     const ctx: StageContext = { ...shared, store };
     let outcome: Outcome;
+    this.#stores.set(data.id, store);
     try {
       const known = store.state;
       const decision = await decide(item, {
@@ -328,6 +363,8 @@ class ItemProcessor {
           return this.#ended(item.id, 'rejected', null, error);
         }
         case 'skip':
+          // A result an earlier worker (or one run with --no-review) left unreviewed.
+          if (state.phase === 'downloaded') await this.#reviewer?.reviewNow(item.id);
           return this.#ended(
             item.id,
             state.phase === 'downloaded' ? 'succeeded' : 'failed',
@@ -367,10 +404,13 @@ class ItemProcessor {
       }
       if (outcome.kind === 'ended' && outcome.status === 'succeeded')
         outcome = await downloadItem(ctx, state);
+      if (outcome.kind === 'downloaded') await this.#reviewer?.reviewNow(item.id);
     } catch (error) {
       if (error instanceof LockLostError) throw error;
       if (shared.stop.aborted) return this.#handBack(job, token);
       outcome = { kind: 'fatal', error: runError(error, this.#deps.outDir) };
+    } finally {
+      this.#stores.delete(data.id);
     }
     return this.#settle(job, token, store, outcome);
   }

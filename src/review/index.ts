@@ -80,6 +80,16 @@ export class Reviewer {
     this.#pump();
   }
 
+  /**
+   * Reviews the item now (worker mode: while the worker still holds it, so the verdict is written
+   * under its lock); resolves when the verdict is recorded or the review was skipped.
+   */
+  async reviewNow(id: string): Promise<void> {
+    const state = reviewable(this.#deps.states.get(id));
+    if (!state || (state.review && !this.#deps.again)) return;
+    await this.#review(id).catch((error: unknown) => this.#lost(id, error));
+  }
+
   /** Resolves when every queued review is done. */
   drain(): Promise<void> {
     if (this.#isIdle()) return Promise.resolve();
@@ -107,14 +117,7 @@ export class Reviewer {
       const id = this.#pending[this.#head++]!;
       this.#active++;
       this.#review(id)
-        .catch((error: unknown) => {
-          // The journal failed (the run stops on it): this verdict is lost, a rerun makes it again.
-          this.stats.skipped++;
-          this.#deps.logger.warn(
-            { event: 'review_skipped', item: id, err: (error as Error).message },
-            'could not record the review',
-          );
-        })
+        .catch((error: unknown) => this.#lost(id, error))
         .finally(() => {
           this.#active--;
           this.#pump();
@@ -126,6 +129,15 @@ export class Reviewer {
       this.#head = 0;
     }
     if (this.#isIdle()) for (const wake of this.#idle.splice(0)) wake();
+  }
+
+  /** The verdict could not be recorded (the journal or the item's lock failed): a later run makes it. */
+  #lost(id: string, error: unknown): void {
+    this.stats.skipped++;
+    this.#deps.logger.warn(
+      { event: 'review_skipped', item: id, err: (error as Error).message },
+      'could not record the review',
+    );
   }
 
   #isIdle(): boolean {

@@ -268,6 +268,33 @@ describe.skipIf(!HAS_REDIS)('worker mode (real Redis, real worker processes)', (
     expect(jobsCreated(w.sandbox)).toBe(24);
   }, 120_000);
 
+  it('workers review their results (as run does); report --redis shows the flags; --no-review skips it', async () => {
+    const w = await world(
+      16,
+      { seed: 7 },
+      { badResultRate: 0.5, badResults: ['blank', 'rotated', 'unchanged'] },
+    );
+    const codes = await Promise.all(
+      [w.worker('r1', ['--until-drained']), w.worker('r2', ['--until-drained', '--no-review'])].map((x) =>
+        exitOf(x, 90_000),
+      ),
+    );
+    expect(codes).toEqual([0, 0]);
+    const report = await expectAllSucceededOnce(w);
+    const bad = w.sandbox.stats.badResults;
+    expect(bad.size).toBeGreaterThan(2);
+    const reviewed = report.items.filter((i) => i.review !== null);
+    // r1 reviewed what it downloaded; r2 (--no-review) left its results unreviewed.
+    expect(reviewed.length).toBeGreaterThan(0);
+    expect(reviewed.length).toBeLessThan(16);
+    const expected = { blank: 'blank', rotated: 'rotated', unchanged: 'unchanged' } as Record<string, string>;
+    for (const item of reviewed) {
+      const kind = bad.get(item.job_id!);
+      if (kind) expect(item.review!.flags, item.id).toContain(expected[kind]);
+    }
+    expect(report.run.totals.needs_review).toBe(reviewed.filter((i) => i.review!.flags.length > 0).length);
+  }, 120_000);
+
   it('a worker with no Redis is exit 3 naming it; without the service it is a usage error', async () => {
     const missing = await cli(['worker', '--redis', 'redis://127.0.0.1:1'], {
       KITCHEN_API_KEY: 'k',
