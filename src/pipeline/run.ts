@@ -117,6 +117,8 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     const preflighter = createPreflighter({
       cacheDir: path.join(options.outDir, '.prepared'),
       ...options.preflight,
+      // The as-is check's small rendition is the review's view of the source: not decoded twice.
+      ...(reviewer ? { onSample: (sha: string, sample) => reviewer.offerSource(sha, sample) } : {}),
     });
     const { concurrency, maxSubmissions, jobTimeoutMs, maxDurationMs, maxDurationGraceMs } = options.limits;
     const flow: Flow = new Flow(
@@ -202,6 +204,13 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       if (flow.interrupted || flow.fatal) reviewer?.stop();
       await reviewer?.drain();
       await reviewer?.close();
+      if (reviewer) {
+        const { reviewed, flagged, skipped, sourcesDecoded } = reviewer.stats;
+        logger.info(
+          { event: 'review_end', reviewed, flagged, skipped, sources_decoded: sourcesDecoded },
+          `reviewed ${reviewed} results, ${flagged} worth a look`,
+        );
+      }
       governor.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();

@@ -57,7 +57,7 @@ const SIDE = 64;
 
 /** What the review knows of an image, computed once: small, about 16 KB. */
 export interface Signature {
-  /** The upright image's width:height, from its rendition (exact to about 1 %). */
+  /** The upright image's width:height, from its rendition (SIDE px on the short side: exact to about 1 %). */
   aspect: number;
   /** Sobel edge magnitude of a SIDE×SIDE grey rendition, 0..255. */
   edges: Uint8ClampedArray;
@@ -75,16 +75,30 @@ export interface Signature {
 
 /**
  * Reads an image (file path or bytes) into its {@link Signature}, orientation applied: one sharp
- * call, a decode to at most SIDE×SIDE keeping the aspect (JPEG and WebP shrink on load), and every
- * measure from those pixels, stretched to SIDE×SIDE. No separate header read: sharp's fixed cost
+ * call, a decode to SIDE px on the short side keeping the aspect (JPEG and WebP shrink on load),
+ * and every measure from those pixels, squeezed to SIDE×SIDE. No separate header read: sharp's fixed cost
  * per call (about 1 ms, measured) is most of the cost of a small image.
  */
 export async function signature(input: string | Buffer): Promise<Signature> {
   const { data, info } = await sharp(input, { failOn: 'error', autoOrient: true })
-    .resize(SIDE, SIDE, { fit: 'inside' })
+    .resize(SIDE, SIDE, { fit: 'outside' })
     .raw({ depth: 'uchar' })
     .toBuffer({ resolveWithObject: true });
-  return measure(stretch(data, info.width, info.height, info.channels), info.width / info.height);
+  return signatureOfPixels({ data, width: info.width, height: info.height, channels: info.channels });
+}
+
+/**
+ * The {@link Signature} of a rendition already decoded (SIDE px on its short side, upright, 8-bit,
+ * 1 to 4 channels): the preflight's check of an as-is upload makes one.
+ */
+export function signatureOfPixels(sample: {
+  data: Uint8Array;
+  width: number;
+  height: number;
+  channels: number;
+}): Signature {
+  const { data, width, height, channels } = sample;
+  return measure(stretch(data, width, height, channels), width / height);
 }
 
 /** Every measure of a SIDE×SIDE RGBA rendition. */
@@ -131,52 +145,60 @@ function measure(data: Uint8Array, aspect: number): Signature {
 }
 
 /**
- * A w×h rendition of 1 to 4 channels (grey, grey+alpha, RGB, RGBA) stretched bilinearly to
- * SIDE×SIDE RGBA: both images are compared on one grid whatever their aspect.
+ * A w×h rendition of 1 to 4 channels (grey, grey+alpha, RGB, RGBA) resampled to SIDE×SIDE RGBA by
+ * area averaging: both images are compared on one grid whatever their aspect. Each output pixel
+ * is the mean of the input area it covers, so a rendition at least SIDE px on its short side
+ * (sharp's `fit: 'outside'`) is only ever shrunk, as a box filter would, never blurred by
+ * upsampling (which measurably lowers the edge maps' similarity of good restyles).
  */
 function stretch(data: Uint8Array, w: number, h: number, channels: number): Uint8Array {
-  const out = new Uint8Array(SIDE * SIDE * 4).fill(255);
-  // Where each output column and row samples the input: two neighbours and the second's weight.
-  const axis = (size: number) => {
-    const low = new Int32Array(SIDE);
-    const high = new Int32Array(SIDE);
-    const weight = new Float32Array(SIDE);
-    for (let i = 0; i < SIDE; i++) {
-      const at = Math.min(size - 1, Math.max(0, ((i + 0.5) * size) / SIDE - 0.5));
-      low[i] = Math.floor(at);
-      high[i] = Math.min(size - 1, low[i]! + 1);
-      weight[i] = at - low[i]!;
-    }
-    return { low, high, weight };
-  };
-  const xs = axis(w);
-  const ys = axis(h);
-  // Output channel k (R, G, B, A) reads input channel source[k]; -1: opaque.
+  const xs = areaWeights(w);
+  const ys = areaWeights(h);
   const alpha = channels === 2 || channels === 4 ? channels - 1 : -1;
   const source = channels < 3 ? [0, 0, 0, alpha] : [0, 1, 2, alpha];
-  for (let y = 0; y < SIDE; y++) {
-    const top = ys.low[y]! * w;
-    const bottom = ys.high[y]! * w;
-    const fy = ys.weight[y]!;
+  // Columns first: w×h → SIDE×h, one float per channel.
+  const rows = new Float32Array(SIDE * h * 4);
+  for (let y = 0; y < h; y++) {
     for (let x = 0; x < SIDE; x++) {
-      const left = xs.low[x]!;
-      const right = xs.high[x]!;
-      const fx = xs.weight[x]!;
-      const a = (top + left) * channels;
-      const b = (top + right) * channels;
-      const c = (bottom + left) * channels;
-      const d = (bottom + right) * channels;
+      const o = 4 * (y * SIDE + x);
+      for (const [index, weight] of xs[x]!) {
+        const i = (y * w + index) * channels;
+        for (let k = 0; k < 4; k++) {
+          const c = source[k]!;
+          rows[o + k]! += (c < 0 ? 255 : data[i + c]!) * weight;
+        }
+      }
+    }
+  }
+  const out = new Uint8Array(SIDE * SIDE * 4);
+  for (let y = 0; y < SIDE; y++) {
+    for (let x = 0; x < SIDE; x++) {
       const o = 4 * (y * SIDE + x);
       for (let k = 0; k < 4; k++) {
-        const ch = source[k]!;
-        if (ch < 0) continue;
-        const upper = data[a + ch]! + (data[b + ch]! - data[a + ch]!) * fx;
-        const lower = data[c + ch]! + (data[d + ch]! - data[c + ch]!) * fx;
-        out[o + k] = Math.round(upper + (lower - upper) * fy);
+        let sum = 0;
+        for (const [index, weight] of ys[y]!) sum += rows[4 * (index * SIDE + x) + k]! * weight;
+        out[o + k] = Math.round(sum);
       }
     }
   }
   return out;
+}
+
+/** For each of SIDE output cells along an axis of `size` input pixels: the inputs it covers and their weights (summing to 1). */
+function areaWeights(size: number): Array<Array<[number, number]>> {
+  const cells: Array<Array<[number, number]>> = [];
+  const step = size / SIDE;
+  for (let i = 0; i < SIDE; i++) {
+    const from = i * step;
+    const to = from + step;
+    const cell: Array<[number, number]> = [];
+    for (let p = Math.floor(from); p < Math.min(size, Math.ceil(to)); p++) {
+      const overlap = Math.min(to, p + 1) - Math.max(from, p);
+      if (overlap > 0) cell.push([p, overlap / step]);
+    }
+    cells.push(cell);
+  }
+  return cells;
 }
 
 /** Options of {@link reviewResult}. */

@@ -12,7 +12,7 @@ import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import { startThread } from '../util/thread.js';
 import { DEFAULT_THRESHOLD, DuplicateIndex, type ReviewFlag } from './analyse.js';
-import type { ReviewReply, ReviewRequest } from './thread.js';
+import type { ReviewReply, ReviewRequest, SourceSample } from './thread.js';
 
 export { DEFAULT_THRESHOLD } from './analyse.js';
 
@@ -59,8 +59,8 @@ export class Reviewer {
   #thread: Worker | undefined;
   #sent = 0;
   #failures = 0;
-  /** Items reviewed, and of them flagged. */
-  readonly stats = { reviewed: 0, flagged: 0, skipped: 0 };
+  /** Items reviewed, and of them flagged; sources the thread decoded itself (the others were remembered or handed over). */
+  readonly stats = { reviewed: 0, flagged: 0, skipped: 0, sourcesDecoded: 0 };
 
   constructor(deps: ReviewerDeps) {
     this.#deps = deps;
@@ -88,6 +88,18 @@ export class Reviewer {
     const state = reviewable(this.#deps.states.get(id));
     if (!state || (state.review && !this.#deps.again)) return;
     await this.#review(id).catch((error: unknown) => this.#lost(id, error));
+  }
+
+  /**
+   * Hands the thread a source's rendition decoded elsewhere (the preflight's check of an as-is
+   * upload), keyed by the source's sha256, so that its reviews need not decode it again.
+   */
+  offerSource(key: string, sample: Omit<SourceSample, 'kind' | 'key'>): void {
+    if (this.#failures >= THREAD_FAILURES) return;
+    const thread = this.#ensureThread();
+    thread.postMessage({ kind: 'source', key, ...sample } satisfies SourceSample);
+    // No reply comes: the message alone must not keep the process alive.
+    if (this.#waiting.size === 0) thread.unref();
   }
 
   /** Resolves when every queued review is done. */
@@ -169,6 +181,7 @@ export class Reviewer {
       );
       return;
     }
+    if (reply.decodedSource) this.stats.sourcesDecoded++;
     const flags = [...reply.flags] as ReviewFlag[];
     let score = reply.score;
     const earlier = this.#duplicates.check(id, reply.hash);

@@ -8,7 +8,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import sharp from 'sharp';
-import { reviewResult, type Signature, signature } from './analyse.js';
+import { reviewResult, type Signature, signature, signatureOfPixels } from './analyse.js';
 
 // Loading sharp in this thread turns libvips' operation cache back on (50 MB) for the whole
 // process; every image here is decoded once, so the cache only costs memory.
@@ -27,45 +27,79 @@ export interface ReviewRequest {
   threshold: number;
 }
 
+/** A source's rendition decoded elsewhere (the preflight's check), remembered for its reviews. */
+export interface SourceSample {
+  kind: 'source';
+  key: string;
+  data: Uint8Array;
+  width: number;
+  height: number;
+  channels: number;
+}
+
 /** The verdict (`hash`: the result's perceptual hash, for the duplicate check) or why there is none. */
 export type ReviewReply =
-  | { n: number; ok: true; score: number; flags: string[]; hash: string }
+  | {
+      n: number;
+      ok: true;
+      score: number;
+      flags: string[];
+      hash: string;
+      /** The source was decoded for this review (not remembered, not handed over). */
+      decodedSource: boolean;
+    }
   | { n: number; ok: false; error: string };
 
-/** Source signatures kept (a few MB): enough for the photos whose styles are in flight at once. */
-export const SOURCE_MEMO = 256;
+/**
+ * Source signatures kept (16 KB each, 8 MB): enough for the photos between their preflight and
+ * the reviews of their results.
+ */
+export const SOURCE_MEMO = 512;
 
 const sources = new Map<string, Promise<Signature>>();
 
 /** The source's signature, decoded once per content while it is among the recent ones. */
-function sourceSignature(key: string, file: string): Promise<Signature> {
+function sourceSignature(key: string, file: string): { signed: Promise<Signature>; decoded: boolean } {
   const known = sources.get(key);
   if (known) {
-    // Most recently used last: Map keeps insertion order, so the first key is the oldest.
-    sources.delete(key);
-    sources.set(key, known);
-    return known;
+    remember(key, known);
+    return { signed: known, decoded: false };
   }
   const made = signature(file);
   made.catch(() => sources.delete(key));
-  sources.set(key, made);
+  remember(key, made);
+  return { signed: made, decoded: true };
+}
+
+/** Keeps a source's signature as the most recent (Map keeps insertion order: the first is the oldest). */
+function remember(key: string, signed: Promise<Signature>): void {
+  sources.delete(key);
+  sources.set(key, signed);
   if (sources.size > SOURCE_MEMO) sources.delete(sources.keys().next().value as string);
-  return made;
 }
 
 async function review(request: ReviewRequest): Promise<ReviewReply> {
   try {
-    const [src, result] = await Promise.all([
-      sourceSignature(request.sourceKey, request.source),
-      signature(request.result),
-    ]);
+    const source = sourceSignature(request.sourceKey, request.source);
+    const [src, result] = await Promise.all([source.signed, signature(request.result)]);
     const verdict = reviewResult(src, result, { module: request.module, threshold: request.threshold });
-    return { n: request.n, ok: true, score: verdict.score, flags: verdict.flags, hash: result.hash };
+    return {
+      n: request.n,
+      ok: true,
+      score: verdict.score,
+      flags: verdict.flags,
+      hash: result.hash,
+      decodedSource: source.decoded,
+    };
   } catch (error) {
     return { n: request.n, ok: false, error: (error as Error).message };
   }
 }
 
-parentPort?.on('message', (request: ReviewRequest) => {
-  void review(request).then((reply) => parentPort?.postMessage(reply));
+parentPort?.on('message', (message: ReviewRequest | SourceSample) => {
+  if ('kind' in message) {
+    remember(message.key, Promise.resolve(signatureOfPixels(message)));
+    return;
+  }
+  void review(message).then((reply) => parentPort?.postMessage(reply));
 });

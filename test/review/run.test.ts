@@ -43,6 +43,10 @@ describe('review in a run', () => {
     expect(csv.split('\r\n')[0]).toMatch(/,preflight,review_score,review_flags$/);
     const flagged = report.items.find((i) => i.review!.flags.length > 0)!;
     expect(csv).toContain(`,${flagged.review!.score},${flagged.review!.flags.join('; ')}\r\n`);
+    // The sources were as-is uploads: the review took their renditions from the preflight's check.
+    const log = (await readFile(path.join(ws.out, 'run.log'), 'utf8')).split('\n');
+    const end = JSON.parse(log.find((line) => line.includes('"event":"review_end"'))!);
+    expect(end).toMatchObject({ reviewed: 60, sources_decoded: 0 });
     // A rerun does not review again what was reviewed.
     const again = await ws.run({ review: { enabled: true } });
     expect(again.run.totals.needs_review).toBe(report.run.totals.needs_review);

@@ -35,8 +35,21 @@ export type Analysis =
        * `resized 6000×4000 → 4096×2731`); empty for 'as-is'. report.json's `preflight`.
        */
       steps: string[];
+      /** A rendition of the upload, 64 px on its short side, upright, 8-bit: made for 'as-is' only (see {@link PixelSample}). */
+      sample?: PixelSample;
     }
   | { ok: false; code: RejectCode; reason: string };
+
+/**
+ * The pixels of the small rendition the as-is check decodes anyway: handed to the result review
+ * (`src/review`) as the source's rendition, so that it does not decode the source again.
+ */
+export interface PixelSample {
+  data: Buffer;
+  width: number;
+  height: number;
+  channels: number;
+}
 
 /** Limits the analysis works to (validated by the caller). */
 export interface AnalyseLimits {
@@ -151,9 +164,14 @@ export async function analyse(source: AnalyseSource, limits: AnalyseLimits): Pro
       if (steps.length > 0) return await reencode(source, meta, original, limits, base, 'normalise', steps);
       // metadata() reads only the header (a cut JPEG passes it), so decode every pixel once. A tiny
       // resize is the cheapest full decode (measured ~2x faster than .stats(), ~2x than full raw):
-      // JPEG and WebP shrink on load but still entropy-decode all of the data.
-      await sharp(source.input, base).resize(64, 64, { fit: 'inside' }).raw().toBuffer();
-      return { ok: true, action: 'as-is', original, prepared: original, steps: [] };
+      // JPEG and WebP shrink on load but still entropy-decode all of the data. Upright and 8-bit,
+      // the rendition is the review's view of the source (`sample`).
+      const { data, info } = await sharp(source.input, { ...base, autoOrient: true })
+        .resize(64, 64, { fit: 'outside' })
+        .raw({ depth: 'uchar' })
+        .toBuffer({ resolveWithObject: true });
+      const sample = { data, width: info.width, height: info.height, channels: info.channels };
+      return { ok: true, action: 'as-is', original, prepared: original, steps: [], sample };
     }
     const purpose = tooLarge || tooManyPixels ? 'resize' : 'convert';
     return await reencode(source, meta, original, limits, base, purpose, normalisation(meta, false));

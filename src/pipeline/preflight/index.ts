@@ -23,13 +23,14 @@ import {
   formatBytes,
   formatLabel,
   type ImageInfo,
+  type PixelSample,
   SHRINK_ON_LOAD_PIXELS,
 } from './analyse.js';
 import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
 import { createLimiter, remember, waitFor } from './pool.js';
 import { SNIFF_BYTES } from './sniff.js';
 
-export type { ImageInfo } from './analyse.js';
+export type { ImageInfo, PixelSample } from './analyse.js';
 
 /** One step of work the preflighter did, reported to {@link PreflightOptions.onWork}. */
 export interface PreflightWorkEvent {
@@ -78,6 +79,11 @@ export interface PreflightOptions {
    * @default 268402689 (sharp's default, 0x3FFF²)
    */
   limitInputPixels?: number;
+  /**
+   * Called with the small rendition an as-is image's check decodes anyway, and the source's sha256:
+   * the result review's view of the source (not for cache hits or converted images).
+   */
+  onSample?: (sourceSha256: string, sample: PixelSample) => void;
   /** Test and diagnostics hook, called for each unit of work done (not for memoised calls). */
   onWork?: (event: PreflightWorkEvent) => void;
 }
@@ -205,6 +211,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
     }
     onWork?.({ kind: 'decode', path: abs, sourceSha256 });
     const analysis: Analysis = await analyse(source, limits);
+    if (analysis.ok && analysis.sample) options.onSample?.(sourceSha256, analysis.sample);
     // Refusals are cheap to find again and may depend on the caller's limits: not cached.
     if (!analysis.ok) return analysis;
     return writeCache(dir, sourceSha256, key, analysis);
