@@ -156,49 +156,77 @@ function stretch(data: Uint8Array, w: number, h: number, channels: number): Uint
   const ys = areaWeights(h);
   const alpha = channels === 2 || channels === 4 ? channels - 1 : -1;
   const source = channels < 3 ? [0, 0, 0, alpha] : [0, 1, 2, alpha];
-  // Columns first: w×h → SIDE×h, one float per channel.
+  // Columns first: w×h → SIDE×h, one float per channel (alpha starts opaque when there is none).
   const rows = new Float32Array(SIDE * h * 4);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < SIDE; x++) {
       const o = 4 * (y * SIDE + x);
-      for (const [index, weight] of xs[x]!) {
-        const i = (y * w + index) * channels;
-        for (let k = 0; k < 4; k++) {
-          const c = source[k]!;
-          rows[o + k]! += (c < 0 ? 255 : data[i + c]!) * weight;
-        }
+      let r = 0;
+      let g = 0;
+      let b = 0;
+      let a = 0;
+      for (let j = xs.start[x]!; j < xs.start[x + 1]!; j++) {
+        const i = (y * w + xs.index[j]!) * channels;
+        const weight = xs.weight[j]!;
+        r += data[i + source[0]!]! * weight;
+        g += data[i + source[1]!]! * weight;
+        b += data[i + source[2]!]! * weight;
+        a += (alpha < 0 ? 255 : data[i + alpha]!) * weight;
       }
+      rows[o] = r;
+      rows[o + 1] = g;
+      rows[o + 2] = b;
+      rows[o + 3] = a;
     }
   }
   const out = new Uint8Array(SIDE * SIDE * 4);
   for (let y = 0; y < SIDE; y++) {
     for (let x = 0; x < SIDE; x++) {
       const o = 4 * (y * SIDE + x);
-      for (let k = 0; k < 4; k++) {
-        let sum = 0;
-        for (const [index, weight] of ys[y]!) sum += rows[4 * (index * SIDE + x) + k]! * weight;
-        out[o + k] = Math.round(sum);
+      let r = 0;
+      let g = 0;
+      let b = 0;
+      let a = 0;
+      for (let j = ys.start[y]!; j < ys.start[y + 1]!; j++) {
+        const i = 4 * (ys.index[j]! * SIDE + x);
+        const weight = ys.weight[j]!;
+        r += rows[i]! * weight;
+        g += rows[i + 1]! * weight;
+        b += rows[i + 2]! * weight;
+        a += rows[i + 3]! * weight;
       }
+      out[o] = Math.round(r);
+      out[o + 1] = Math.round(g);
+      out[o + 2] = Math.round(b);
+      out[o + 3] = Math.round(a);
     }
   }
   return out;
 }
 
-/** For each of SIDE output cells along an axis of `size` input pixels: the inputs it covers and their weights (summing to 1). */
-function areaWeights(size: number): Array<Array<[number, number]>> {
-  const cells: Array<Array<[number, number]>> = [];
+/**
+ * For each of SIDE output cells along an axis of `size` input pixels, the inputs it covers and
+ * their weights (summing to 1): cell i's are entries `start[i]` to `start[i + 1]` of `index`/`weight`.
+ */
+function areaWeights(size: number): { start: Int32Array; index: Int32Array; weight: Float32Array } {
   const step = size / SIDE;
+  const start = new Int32Array(SIDE + 1);
+  const index: number[] = [];
+  const weight: number[] = [];
   for (let i = 0; i < SIDE; i++) {
+    start[i] = index.length;
     const from = i * step;
     const to = from + step;
-    const cell: Array<[number, number]> = [];
     for (let p = Math.floor(from); p < Math.min(size, Math.ceil(to)); p++) {
       const overlap = Math.min(to, p + 1) - Math.max(from, p);
-      if (overlap > 0) cell.push([p, overlap / step]);
+      if (overlap > 0) {
+        index.push(p);
+        weight.push(overlap / step);
+      }
     }
-    cells.push(cell);
   }
-  return cells;
+  start[SIDE] = index.length;
+  return { start, index: Int32Array.from(index), weight: Float32Array.from(weight) };
 }
 
 /** Options of {@link reviewResult}. */
