@@ -121,6 +121,7 @@ export class Reviewer {
     const thread = this.#thread;
     this.#thread = undefined;
     await thread?.terminate();
+    for (const [n, answer] of [...this.#waiting]) answer({ n, ok: false, error: 'the review was stopped' });
   }
 
   /** Starts reviews while there is room in flight; wakes {@link drain} when all are done. */
