@@ -1,9 +1,11 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
+import { LOG_LEVELS } from '../pipeline/options.js';
 import { DEFAULT_THRESHOLD, Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
 import { openRunFolder } from '../state/run-folder.js';
+import { oneOf } from '../util/validate.js';
 import type { CommandDeps } from './common.js';
 import { rebuildReports, runFolder } from './report.js';
 
@@ -34,9 +36,10 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
     throw new UsageError('usage: kitchen-batch review <out-dir> [--review-threshold X] [--json]');
   }
   const threshold = thresholdFlag(values['review-threshold']);
+  const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
   const outDir = path.resolve(deps.cwd, dir);
   const folder = await openRunFolder(await runFolder(outDir), {
-    logLevel: values['log-level'] ?? 'info',
+    logLevel,
     secrets: [],
     onWarning: (message) => deps.stderr.write(`warning: ${message}\n`),
   });

@@ -52,12 +52,19 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
   const resultsDir = path.join(dir, 'results');
   await createFolder(dir, resultsDir);
   const lock = await acquireLock(dir);
-  const logger = createRunLogger({
-    file: path.join(dir, 'run.log'),
-    level: options.logLevel,
-    secrets: options.secrets,
-    mirror: options.mirror,
-  });
+  let logger: Logger;
+  try {
+    logger = createRunLogger({
+      file: path.join(dir, 'run.log'),
+      level: options.logLevel,
+      secrets: options.secrets,
+      mirror: options.mirror,
+    });
+  } catch (error) {
+    // A log that cannot be opened must not leave the folder locked.
+    await lock.release();
+    throw error;
+  }
   const warn = (message: string, fields: Record<string, unknown>) => {
     logger.warn(fields, message);
     options.onWarning?.(message);

@@ -104,6 +104,13 @@ describe('kitchen-batch review', () => {
       expect(bad.code, value).toBe(2);
       expect(bad.stderr, value).toMatch(/--review-threshold must be a number from 0 to 1/);
     }
+    // A bad log level is refused before the folder is locked: the next review takes over nothing.
+    const level = await cli(['review', 'out', '--log-level', 'loud'], ws.dir);
+    expect(level.code).toBe(2);
+    expect(level.stderr).toMatch(/--log-level: expected one of fatal, error/);
+    const after = await cli(['review', 'out'], ws.dir);
+    expect(after.code).toBe(0);
+    expect(after.stderr).toBe('reviewed 1 result: 0 worth a look\n');
     const usage = await cli(['review'], ws.dir);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/usage: kitchen-batch review <out-dir>/);
