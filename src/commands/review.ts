@@ -35,7 +35,7 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
   if (!dir || positionals.length > 1) {
     throw new UsageError('usage: kitchen-batch review <out-dir> [--review-threshold X] [--json]');
   }
-  const threshold = thresholdFlag(values['review-threshold']);
+  const threshold = reviewThreshold(values['review-threshold']) ?? DEFAULT_THRESHOLD;
   const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
   const outDir = path.resolve(deps.cwd, dir);
   const folder = await openRunFolder(await runFolder(outDir), {
@@ -67,7 +67,7 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
       await reviewer.close();
     }
     const { stats } = reviewer;
-    folder.logger.info({ event: 'review_end', ...stats }, 'review done');
+    reviewer.logEnd();
     await folder.journal.close();
     if (!values.json) {
       deps.stderr.write(
@@ -83,9 +83,9 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
   }
 }
 
-/** `--review-threshold X`: a number from 0 to 1. */
-function thresholdFlag(text: string | undefined): number {
-  if (text === undefined) return DEFAULT_THRESHOLD;
+/** `--review-threshold X` (of `review` and `worker`): a number from 0 to 1, or undefined when not given. */
+export function reviewThreshold(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
   const value = Number(text);
   if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1) {
     throw new UsageError(`--review-threshold must be a number from 0 to 1, got "${text}"`);

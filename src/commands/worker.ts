@@ -8,6 +8,7 @@ import { redisUrl } from '../distributed/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../distributed/worker.js';
 import { EXIT, UsageError } from '../errors.js';
 import type { CommandDeps } from './common.js';
+import { reviewThreshold } from './review.js';
 
 const USAGE =
   'usage: kitchen-batch worker --redis URL [--concurrency N] [--until-drained] [--max-rate R] [--stall-timeout S] [--grace S] [--json]';
@@ -61,12 +62,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const grace = number('grace', values.grace, 0, false);
   const jobTimeout = number('job-timeout', values['job-timeout'], 1, false);
   const maxSide = number('max-side', values['max-side'], 64, true);
-  const threshold = number('review-threshold', values['review-threshold'], 0, false);
-  if (threshold !== undefined && threshold > 1) {
-    throw new UsageError(
-      `--review-threshold: expected a number from 0 to 1, got ${JSON.stringify(values['review-threshold'])}`,
-    );
-  }
+  const threshold = reviewThreshold(values['review-threshold']);
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {

@@ -204,13 +204,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       if (flow.interrupted || flow.fatal) reviewer?.stop();
       await reviewer?.drain();
       await reviewer?.close();
-      if (reviewer) {
-        const { reviewed, flagged, skipped, sourcesDecoded } = reviewer.stats;
-        logger.info(
-          { event: 'review_end', reviewed, flagged, skipped, sources_decoded: sourcesDecoded },
-          `reviewed ${reviewed} results, ${flagged} worth a look`,
-        );
-      }
+      reviewer?.logEnd();
       governor.close(new InterruptedError('shutdown'));
       client.close();
       await preflighter.close();

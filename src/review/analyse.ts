@@ -157,6 +157,8 @@ function stretch(data: Uint8Array, w: number, h: number, channels: number): Uint
   const alpha = channels === 2 || channels === 4 ? channels - 1 : -1;
   const source = channels < 3 ? [0, 0, 0, alpha] : [0, 1, 2, alpha];
   // Columns first: w×h → SIDE×h, one float per channel (alpha starts opaque when there is none).
+  // The two passes are written out, not shared: a generic pass (with an RGBA copy of the input)
+  // measured 2.4 ms slower per signature, and this runs for every result.
   const rows = new Float32Array(SIDE * h * 4);
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < SIDE; x++) {

@@ -102,6 +102,15 @@ export class Reviewer {
     if (this.#waiting.size === 0) thread.unref();
   }
 
+  /** Writes run.log's `review_end` line: results reviewed, flagged and skipped, sources decoded here. */
+  logEnd(): void {
+    const { reviewed, flagged, skipped, sourcesDecoded } = this.stats;
+    this.#deps.logger.info(
+      { event: 'review_end', reviewed, flagged, skipped, sources_decoded: sourcesDecoded },
+      `reviewed ${reviewed} results, ${flagged} worth a look`,
+    );
+  }
+
   /** Resolves when every queued review is done. */
   drain(): Promise<void> {
     if (this.#isIdle()) return Promise.resolve();
