@@ -1,7 +1,24 @@
 import { monotonicMs, sleep } from '../util/time.js';
 
-/** Which requests go first when the budget is tight: polls finish paid work before new jobs start. */
+/** What a request is to the budget: a submission starts a job, a poll (or the styles list) serves one. */
 export type Priority = 'poll' | 'submit';
+
+/**
+ * Takes the waiter that goes next when the budget is tight: a submission first, else the oldest.
+ *
+ * A submission waits for the budget only while it holds a free job slot, and each request it waits
+ * behind delays the start of a job that takes seconds to process: a run bound by its request budget
+ * ends at its last submission plus one job's processing time, so submissions go first. A poll can
+ * wait without loss as long as the slots are not full; once they are, no submission waits and the
+ * polls have the whole budget (each poll that finds its job ended frees the slot for the next
+ * submission), so neither starves: the slots never wait on a poll the budget could have afforded
+ * (docs/contract.md#rate-limits). Measured on the request-budget bench (60 jobs, 5 req/s): 1.18–1.21×
+ * the ideal against 1.21–1.36× with polls first.
+ */
+export function takeNext<W extends { priority: Priority }>(waiters: W[]): W | undefined {
+  const i = waiters.findIndex((w) => w.priority === 'submit');
+  return waiters.splice(Math.max(i, 0), 1)[0];
+}
 
 /** Options of {@link RateGovernor}. */
 export interface GovernorOptions {
@@ -140,7 +157,7 @@ const IDLE_DECREASE = 0.85;
  *   measure anything lowers the estimate by a fifth; one that comes while our queue was mostly empty
  *   (our demand, not the key, set what we sent) by 15 % at most.
  *
- * Polls are served before submissions.
+ * Submissions are served before polls ({@link takeNext}).
  */
 export class RateGovernor implements RateLimiter {
   #rate: number;
@@ -398,7 +415,11 @@ export class RateGovernor implements RateLimiter {
   }
 
   #capacity(): number {
-    // About half a second of burst, at most 10: enough to keep a pipeline busy, small enough not to
+    // Before the first 429 nothing is known of the key's bucket: requests go out evenly spaced, so
+    // when it runs dry one request is in flight and one 429 comes back, not a burst of them (two
+    // 429s in the request-budget bench before; one since).
+    if (this.#estimate === null) return 1;
+    // Then about half a second of burst, at most 10: enough to keep a pipeline busy, small enough not to
     // overrun a service bucket we cannot see.
     return Math.max(1, Math.min(10, this.#rate / 2));
   }
@@ -407,11 +428,6 @@ export class RateGovernor implements RateLimiter {
     const elapsed = Math.max(0, now - this.#last) / 1000;
     this.#last = now;
     this.#tokens = Math.min(this.#capacity(), this.#tokens + elapsed * this.#rate);
-  }
-
-  #next(): Waiter | undefined {
-    const i = this.#waiters.findIndex((w) => w.priority === 'poll');
-    return this.#waiters.splice(Math.max(i, 0), 1)[0];
   }
 
   #pump(): void {
@@ -425,7 +441,7 @@ export class RateGovernor implements RateLimiter {
     this.#refill(now);
     while (this.#waiters.length > 0 && this.#tokens >= 1) {
       this.#tokens -= 1;
-      const waiter = this.#next()!;
+      const waiter = takeNext(this.#waiters)!;
       if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
       waiter.resolve();
     }

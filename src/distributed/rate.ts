@@ -14,6 +14,7 @@ import {
   type GovernorOptions,
   type Priority,
   type RateLimiter,
+  takeNext,
 } from '../api/governor.js';
 import { monotonicMs, sleep } from '../util/time.js';
 
@@ -178,8 +179,8 @@ type SharedRedis = Redis & {
 };
 
 /**
- * The worker mode's {@link RateLimiter}: this worker's requests wait in a local queue (polls before
- * submissions) and draw tokens one at a time from the bucket in Redis; the rate, the estimate and
+ * The worker mode's {@link RateLimiter}: this worker's requests wait in a local queue (submissions
+ * before polls, as `takeNext` has it) and draw tokens one at a time from the bucket in Redis; the rate, the estimate and
  * a 429 pause are the same for every worker. A Redis that does not answer holds requests back
  * (they wait, they are not sent unpaced) until it is back.
  */
@@ -325,8 +326,7 @@ export class SharedRate implements RateLimiter {
         const [granted, value, rate, estimate] = answer.map(Number) as [number, number, number, number];
         this.#learnt(rate, estimate);
         if (granted === 1) {
-          const i = this.#waiters.findIndex((w) => w.priority === 'poll');
-          const [waiter] = this.#waiters.splice(Math.max(i, 0), 1);
+          const waiter = takeNext(this.#waiters);
           if (!waiter) continue;
           if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
           this.#updatePressure();

@@ -53,6 +53,8 @@ async function saturate(rps: number, burst: number, seconds: number, clients = 1
   }
   running = false;
   governor.close(new Error('done'));
+  // A worker may be inside its 5 ms on the (fake) wire: let it land.
+  await vi.advanceTimersByTimeAsync(10);
   await Promise.all(workers);
   return trace;
 }

@@ -32,13 +32,26 @@ describe('RateGovernor (fake clock)', () => {
     vi.useRealTimers();
   });
 
-  it('lets a small burst through, then paces grants at the rate', async () => {
-    const { grants, request, advance } = setup({ initialRate: 10 });
+  it('paces grants evenly before the first 429, then lets a small burst through', async () => {
+    const { governor, grants, request, advance } = setup({ initialRate: 10 });
+    // Nothing is known of the key's bucket yet: no burst, so when it runs dry one request is in flight.
+    for (let i = 0; i < 4; i++) void request('submit');
+    await advance(0);
+    expect(grants.map((g) => g.at)).toEqual([0]);
+    await advance(1000);
+    expect(grants.map((g) => g.at)).toEqual([0, 100, 200, 300]);
+    // Once a 429 has taught it the key's rate (12 accepted within its assumed 1 s burst: 12.5 req/s),
+    // a little burst goes (half a second of the rate held, at most 10) and the rest are paced.
+    for (let i = 0; i < 12; i++) governor.onSuccess();
+    governor.onRateLimited(1000, 0);
+    grants.length = 0;
+    await advance(3000);
+    expect(governor.estimate).not.toBeNull();
     for (let i = 0; i < 8; i++) void request('submit');
     await advance(0);
-    expect(grants.map((g) => g.at)).toEqual([0, 0]);
+    expect(grants.length).toBe(6);
     await advance(2000);
-    expect(grants.map((g) => g.at)).toEqual([0, 0, 100, 200, 300, 400, 500, 600]);
+    expect(grants.length).toBe(8);
   });
 
   it('after onRateLimited(1000) nothing is granted before 1000 ms, polls and submits alike', async () => {
@@ -96,7 +109,7 @@ describe('RateGovernor (fake clock)', () => {
     expect(grants.map((g) => g.at)).toEqual([2500]);
   });
 
-  it('serves polls before submits when slots are scarce', async () => {
+  it('serves submits before polls when the budget is tight, polls in their order', async () => {
     const { governor, grants, request, advance } = setup({ initialRate: 2 });
     governor.onRateLimited(1000, 0);
     void request('submit', 's1');
@@ -105,7 +118,7 @@ describe('RateGovernor (fake clock)', () => {
     void request('submit', 's3');
     void request('poll', 'p2');
     await advance(10_000);
-    expect(grants.map((g) => g.label)).toEqual(['p1', 'p2', 's1', 's2', 's3']);
+    expect(grants.map((g) => g.label)).toEqual(['s1', 's2', 's3', 'p1', 'p2']);
     // Still paced after the pause: one slot per 1/rate seconds.
     const gaps = grants.slice(1).map((g, i) => g.at - (grants[i]?.at ?? 0));
     for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(490);
