@@ -39,7 +39,7 @@ export interface GovernorOptions {
   probeGain?: number;
   /**
    * After this many seconds of full use without a 429 the probing speeds up (see
-   * {@link RateGovernor}). @default 15
+   * {@link RateGovernor}). @default 30
    */
   quietSeconds?: number;
   /** How fast the probing speeds up after a quiet spell: share of the estimate per second². @default 0.01 */
@@ -147,7 +147,8 @@ const IDLE_DECREASE = 0.85;
  * - The rate is held just under the estimate (`holdShare`) and probed upward gently (`probeGain` of
  *   it per second of full use), faster after a quiet spell without a 429 (`quietSeconds`, longer for
  *   a slow key; then `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
- *   once or twice a minute, while capacity that others gave up, or a first estimate too low, is
+ *   once a minute (15 s made it two or three: one second's pause each time, and a second 429 in a
+ *   half-minute run), while capacity that others gave up, or a first estimate too low, is
  *   found within seconds.
  * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
  *   second of full use).
@@ -200,7 +201,7 @@ export class RateGovernor implements RateLimiter {
     this.#initial = Math.min(this.#max, Math.max(this.#min, options.initialRate ?? 8));
     this.#rate = this.#initial;
     this.#probe = options.probeGain ?? 0.002;
-    this.#quietS = options.quietSeconds ?? 15;
+    this.#quietS = options.quietSeconds ?? 30;
     this.#quietGain = options.quietGain ?? 0.01;
     this.#hold = options.holdShare ?? 0.98;
     this.#assumedBurstS = options.assumedBurstSeconds ?? 1;
@@ -328,8 +329,8 @@ export class RateGovernor implements RateLimiter {
    * The rate `τ` seconds of full use after the last 429: held just under the estimate, probing above
    * it by `probeGain` of it per second, and faster after a quiet spell (τ over `quietSeconds`, the
    * excess growing with its square): capacity that others sharing the key gave up, or a first
-   * estimate that was too low, is found within seconds, while a key that is at its limit answers a
-   * 429 about twice a minute at most.
+   * estimate that was too low, is found within seconds of the spell, while a key that is at its
+   * limit answers a 429 about once a minute.
    */
   #probeRate(now: number): number {
     const estimate = this.#estimate!;

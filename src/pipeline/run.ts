@@ -106,7 +106,11 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       client,
       gate,
       store,
-      polls: new PollScheduler(MIN_POLL_INTERVAL_MS, monotonicMs, { pressure: () => governor.pressure }),
+      polls: new PollScheduler(MIN_POLL_INTERVAL_MS, monotonicMs, {
+        pressure: () => governor.pressure,
+        // Nothing left to submit: the last jobs decide when the run ends.
+        draining: () => flow.counts.pending === 0,
+      }),
       logger,
       stop: stop.soft,
       abort: stop.hard,
