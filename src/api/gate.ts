@@ -115,6 +115,9 @@ export class ServiceGate {
       } catch (error) {
         this.#observe(error, ticket);
         throw error;
+      } finally {
+        // After the 429 (if it was one) has paused the governor: the next request waits for that.
+        if (kind !== 'download') this.#governor.settled?.();
       }
     };
     const { retries, maxRetryTime } = retryBudget(kind, this.#retry);

@@ -100,6 +100,8 @@ export interface RateLimiter {
   onRateLimited(retryAfterMs: number | undefined, fallbackMs: number, ticket?: unknown): void;
   /** A request got through without a 429. */
   onSuccess(): void;
+  /** The request of a slot got its answer, or failed, whatever it was: it is no longer in flight. */
+  settled?(): void;
   /** Stops timers and rejects the waiters (shutdown). */
   close(reason: unknown): void;
 }
@@ -112,6 +114,8 @@ interface Waiter {
   onAbort: (() => void) | undefined;
 }
 
+/** Accepted requests before the first 429 after which requests no longer go one at a time. */
+const SERIAL_START = 32;
 /** Accepted-request times kept for the window estimate. */
 const HISTORY = 4096;
 /** How fast {@link RateGovernor.pressure} follows the queue: its time constant, ms. */
@@ -125,6 +129,10 @@ const CAPPED = 1.1;
 /** An interval between two 429s measures a rate only with this many accepted requests and this long. */
 const MIN_SAMPLE_REQUESTS = 4;
 const MIN_SAMPLE_MS = 2000;
+/** A 429 that cuts a measured estimate below this share of what it was says the key is shared. */
+const SHARED_CUT = 0.9;
+/** On a shared key the quiet spell is this share of its length. */
+const SHARED_QUIET_SHARE = 1 / 3;
 /** The decrease on a 429 too soon after the last to measure anything. */
 const SHORT_DECREASE = 0.8;
 /** Lower an estimate by at most this factor on a 429 that came while our rate was not in use. */
@@ -146,12 +154,14 @@ const IDLE_DECREASE = 0.85;
  *   drain is turned away before it has a history).
  * - The rate is held just under the estimate (`holdShare`) and probed upward gently (`probeGain` of
  *   it per second of full use), faster after a quiet spell without a 429 (`quietSeconds`, longer for
- *   a slow key; then `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
+ *   a slow key, a third as long once a 429 cut a measured estimate by a tenth: a shared key; then
+ *   `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
  *   once a minute (15 s made it two or three: one second's pause each time, and a second 429 in a
  *   half-minute run), while capacity that others gave up, or a first estimate too low, is
  *   found within seconds.
  * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
- *   second of full use).
+ *   second of full use), requests go one at a time (for the first 32 accepted) and evenly spaced,
+ *   so the first 429 comes alone.
  * - Every 429 pauses the whole client until its `Retry-After` (or the caller's fallback); one
  *   request probes when the pause ends and the rest follow at the new rate, so a burst of 429s is
  *   never answered with a burst. 429s of one burst are one event. A 429 too soon after the last to
@@ -171,6 +181,8 @@ export class RateGovernor implements RateLimiter {
   #timer: NodeJS.Timeout | undefined;
   #estimate: number | null = null;
   #confirmed = false;
+  /** Set once a 429 cut a measured (confirmed) estimate by a tenth or more (see #learn). */
+  #shared = false;
   /** Requests accepted since the last event. */
   #epochAccepted = 0;
   /** Time with requests queued since the last event, ms (and since when they are queued now). */
@@ -182,6 +194,8 @@ export class RateGovernor implements RateLimiter {
   readonly #history = new Float64Array(HISTORY);
   #historyCount = 0;
   readonly #waiters: Waiter[] = [];
+  /** Requests granted and not yet answered. */
+  #inFlight = 0;
   readonly #min: number;
   readonly #max: number;
   readonly #probe: number;
@@ -315,6 +329,23 @@ export class RateGovernor implements RateLimiter {
     }
   }
 
+  /** A granted request got its answer (or failed): the next may go if it waited for that. */
+  settled(): void {
+    this.#inFlight = Math.max(0, this.#inFlight - 1);
+    if (this.#waiters.length > 0 && this.#estimate === null) this.#pump();
+  }
+
+  /**
+   * Before the first 429, while nothing is known of the key, one request at a time: when the bucket
+   * runs dry, one request finds it so, not the two to four that the pacing alone had in flight (an
+   * upload takes longer than the gap between two; request-budget bench: 1 to 3 429s at the start,
+   * now 1). After SERIAL_START accepted requests without a 429 the key has room enough: requests
+   * overlap again (a slow service is not held to one request per round trip for long).
+   */
+  #mayStart(): boolean {
+    return this.#estimate !== null || this.#inFlight === 0 || this.#historyCount >= SERIAL_START;
+  }
+
   /** Stops the internal timer and rejects the waiters (shutdown). */
   close(reason: unknown): void {
     if (this.#timer) clearTimeout(this.#timer);
@@ -336,7 +367,11 @@ export class RateGovernor implements RateLimiter {
     const estimate = this.#estimate!;
     const tau = (this.#busyMs + (this.#busySince === null ? 0 : now - this.#busySince)) / 1000;
     // A slow key gets a longer quiet spell (30 requests at least), so its 429s stay rare per request.
-    const quiet = Math.max(0, tau - Math.max(this.#quietS, QUIET_REQUESTS / estimate));
+    // Sharing the key, capacity comes and goes with the others: look for it sooner.
+    const [spellS, spellRequests] = this.#shared
+      ? [this.#quietS * SHARED_QUIET_SHARE, QUIET_REQUESTS * SHARED_QUIET_SHARE]
+      : [this.#quietS, QUIET_REQUESTS];
+    const quiet = Math.max(0, tau - Math.max(spellS, spellRequests / estimate));
     const share = this.#hold + this.#probe * tau + this.#quietGain * quiet * quiet;
     return Math.min(this.#max, Math.max(this.#min, estimate * share));
   }
@@ -347,6 +382,8 @@ export class RateGovernor implements RateLimiter {
     const busyMs = this.#busyMs + (this.#busySince === null ? 0 : now - this.#busySince);
     const elapsedMs = now - this.#lastEvent;
     const windowed = this.#windowEstimate(now);
+    // Only a measured estimate can be cut by others: the first one rests on an assumed burst.
+    const before = this.#confirmed ? this.#estimate : null;
     if (this.#estimate === null) {
       // A process that joins a key others already use is turned away before it has a history: it
       // starts from a quarter of the starting rate, not from the little it got through.
@@ -371,6 +408,8 @@ export class RateGovernor implements RateLimiter {
       }
     }
     this.#estimate = Math.min(this.#max, Math.max(this.#min, this.#estimate));
+    // A measured share cut by a tenth or more: others use the key (or its limit fell).
+    if (before !== null && this.#estimate < before * SHARED_CUT) this.#shared = true;
     this.#rate = Math.min(this.#max, Math.max(this.#min, this.#estimate * this.#hold));
     this.#lastEvent = now;
     this.#epochAccepted = 0;
@@ -416,9 +455,7 @@ export class RateGovernor implements RateLimiter {
   }
 
   #capacity(): number {
-    // Before the first 429 nothing is known of the key's bucket: requests go out evenly spaced, so
-    // when it runs dry one request is in flight and one 429 comes back, not a burst of them (two
-    // 429s in the request-budget bench before; one since).
+    // Before the first 429 nothing is known of the key's bucket: no burst (see #mayStart).
     if (this.#estimate === null) return 1;
     // Then about half a second of burst, at most 10: enough to keep a pipeline busy, small enough not to
     // overrun a service bucket we cannot see.
@@ -440,14 +477,18 @@ export class RateGovernor implements RateLimiter {
       return;
     }
     this.#refill(now);
-    while (this.#waiters.length > 0 && this.#tokens >= 1) {
+    while (this.#waiters.length > 0 && this.#tokens >= 1 && this.#mayStart()) {
       this.#tokens -= 1;
+      this.#inFlight++;
       const waiter = takeNext(this.#waiters)!;
       if (waiter.onAbort) waiter.signal?.removeEventListener('abort', waiter.onAbort);
       waiter.resolve();
     }
     this.#trackBusy(now);
-    if (this.#waiters.length > 0) this.#schedule(((1 - this.#tokens) / this.#rate) * 1000);
+    // Held back by a request in flight: its answer pumps again (settled), no timer needed.
+    if (this.#waiters.length > 0 && this.#mayStart()) {
+      this.#schedule(((1 - this.#tokens) / this.#rate) * 1000);
+    }
   }
 
   #schedule(ms: number): void {

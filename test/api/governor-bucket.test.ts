@@ -44,6 +44,7 @@ async function saturate(rps: number, burst: number, seconds: number, clients = 1
         trace.accepted.push(now());
         governor.onSuccess();
       }
+      governor.settled();
     }
   };
   const workers = Array.from({ length: clients }, worker);

@@ -16,9 +16,11 @@ function setup(options: GovernorOptions = {}) {
   const events: GovernorEvent[] = [];
   const governor = new RateGovernor({ now: () => Date.now(), onChange: (e) => events.push(e), ...options });
   const grants: Array<{ label: string; at: number }> = [];
+  // Each granted request is answered at once (settled), unless a test holds the answers back.
   const request = (priority: Priority, label: string = priority, signal?: AbortSignal) =>
     governor.acquire(priority, signal).then(() => {
       grants.push({ label, at: Date.now() - start });
+      governor.settled();
     });
   const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
   return { governor, events, grants, request, advance, elapsed: () => Date.now() - start };
@@ -52,6 +54,44 @@ describe('RateGovernor (fake clock)', () => {
     expect(grants.length).toBe(6);
     await advance(2000);
     expect(grants.length).toBe(8);
+  });
+
+  it('one request at a time before the first 429 (for the first 32 accepted), then overlapping', async () => {
+    const { governor, advance } = setup({ initialRate: 100 });
+    const granted: number[] = [];
+    for (let i = 0; i < 3; i++) void governor.acquire('submit').then(() => granted.push(i));
+    await advance(500);
+    // The first is on the wire: the next waits for its answer, however much rate there is.
+    expect(granted).toEqual([0]);
+    governor.onSuccess();
+    governor.settled();
+    await advance(20);
+    expect(granted).toEqual([0, 1]);
+    // A 429 answers the second: the third waits out the pause, not only the answer.
+    governor.onRateLimited(1000, 0);
+    governor.settled();
+    await advance(900);
+    expect(granted).toEqual([0, 1]);
+    await advance(200);
+    expect(granted).toEqual([0, 1, 2]);
+    // Once the key's rate is known, requests overlap.
+    for (let i = 3; i < 6; i++) void governor.acquire('submit').then(() => granted.push(i));
+    await advance(2000);
+    expect(granted).toEqual([0, 1, 2, 3, 4, 5]);
+
+    // A key that accepts 32 requests without a 429 has room: overlapping from then on.
+    const fast = setup({ initialRate: 100 }).governor;
+    for (let i = 0; i < 32; i++) {
+      const granted = fast.acquire('submit');
+      await advance(20);
+      await granted;
+      fast.onSuccess();
+      fast.settled();
+    }
+    let overlapping = 0;
+    for (let i = 0; i < 3; i++) void fast.acquire('submit').then(() => overlapping++);
+    await advance(1000);
+    expect(overlapping).toBe(3);
   });
 
   it('after onRateLimited(1000) nothing is granted before 1000 ms, polls and submits alike', async () => {
@@ -199,6 +239,35 @@ describe('RateGovernor (fake clock)', () => {
     await advance(14_000);
     governor.onSuccess();
     expect(governor.rate / estimate).toBeCloseTo(0.98 + 0.002 * 25 + 0.01 * 100, 2);
+    governor.close(new Error('done'));
+  });
+
+  it('on a key shared with others (a 429 cut its measured share by a tenth) the quiet spell is a third as long', async () => {
+    const { governor, request, advance } = setup({ initialRate: 8, quietSeconds: 30 });
+    for (let i = 0; i < 1000; i++) void request('poll').catch(() => {});
+    /** `n` requests accepted evenly over `ms` of full use, then a 429. */
+    const interval = async (n: number, ms: number) => {
+      for (let i = 0; i < n; i++) {
+        await advance(ms / n);
+        governor.onSuccess();
+      }
+      governor.onRateLimited(1000, 0);
+    };
+    // The first 429 (an estimate from an assumed burst), then one measured between two 429s: 70
+    // accepted in 10 s + the 1 s pause, about 6.4/s. A lone key is learnt so, however far apart.
+    await interval(30, 3000);
+    await interval(70, 10_000);
+    expect(governor.confirmed).toBe(true);
+    const measured = governor.estimate!;
+    // Then only 30 in the next 10 s: others took the rest; the measured share is cut by over a tenth.
+    await interval(30, 10_000);
+    const shared = governor.estimate!;
+    expect(shared).toBeLessThan(measured * 0.9);
+    // 12 s of full use later: past the shared key's 10 s spell (30 s / 3), the probe has sped up;
+    // a lone key would still be at 0.98 + 0.2 %/s.
+    await advance(13_000);
+    governor.onSuccess();
+    expect(governor.rate / shared).toBeGreaterThan(0.98 + 0.002 * 12 + 0.01 * 1);
     governor.close(new Error('done'));
   });
 
