@@ -12,8 +12,8 @@ export type Priority = 'poll' | 'submit';
  * wait without loss as long as the slots are not full; once they are, no submission waits and the
  * polls have the whole budget (each poll that finds its job ended frees the slot for the next
  * submission), so neither starves: the slots never wait on a poll the budget could have afforded
- * (docs/contract.md#rate-limits). Measured on the request-budget bench (60 jobs, 5 req/s): 1.18–1.21×
- * the ideal against 1.21–1.36× with polls first.
+ * (docs/contract.md#rate-limits). Measured on the request-budget bench's scenario (60 jobs, 5 req/s),
+ * a few runs each: 1.18–1.23× the ideal, against 1.21–1.36× with polls first.
  */
 export function takeNext<W extends { priority: Priority }>(waiters: W[]): W | undefined {
   const i = waiters.findIndex((w) => w.priority === 'submit');
@@ -156,9 +156,8 @@ const IDLE_DECREASE = 0.85;
  *   it per second of full use), faster after a quiet spell without a 429 (`quietSeconds`, longer for
  *   a slow key, a third as long once a 429 cut a measured estimate by a tenth: a shared key; then
  *   `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
- *   once a minute (15 s made it two or three: one second's pause each time, and a second 429 in a
- *   half-minute run), while capacity that others gave up, or a first estimate too low, is
- *   found within seconds.
+ *   once a minute (a 15 s spell made it two or three, each with a second's pause), while capacity
+ *   that others gave up, or a first estimate too low, is found within seconds of the spell.
  * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
  *   second of full use), requests go one at a time (for the first 32 accepted) and evenly spaced,
  *   so the first 429 comes alone.
