@@ -181,8 +181,8 @@ type SharedRedis = Redis & {
 /**
  * The worker mode's {@link RateLimiter}: this worker's requests wait in a local queue (submissions
  * before polls, as `takeNext` has it) and draw tokens one at a time from the bucket in Redis; the
- * rate, the estimate and a 429 pause are the same for every worker. A Redis that does not answer holds requests back
- * (they wait, they are not sent unpaced) until it is back.
+ * rate, the estimate and a 429 pause are the same for every worker. A Redis that does not answer
+ * holds requests back (they wait, they are not sent unpaced) until it is back.
  */
 export class SharedRate implements RateLimiter {
   readonly #redis: SharedRedis;

@@ -123,8 +123,8 @@ export class PollScheduler {
    * only slot time) or the run drains (a missed poll of one of the last jobs puts the run's end off
    * by the floor; ten jobs at p90 miss at least once two times in three, at p98 one in six):
    * nearly every job is seen done by its first poll, and no schedule allowed by the floor would see
-   * them sooner on average; a wider spread aims at the median, so quick jobs are not
-   * kept waiting. Never over a minute; at once when jobs have been ending at once (a wait there holds
+   * them sooner on average; a wider spread aims at the median, so quick jobs are not kept waiting.
+   * Never over a minute; at once when jobs have been ending at once (a wait there holds
    * a job slot for nothing, and the one poll a job needs is spent either way).
    */
   firstDelay(id: string): number {
