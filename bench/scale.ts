@@ -43,6 +43,9 @@ interface CliFigures {
   /** Of which: from the last download to the reports written (`run_end` in run.log). */
   reportsS: number | null;
   requests: RequestCounts;
+  /** CPU seconds (user + system, every thread) of the CLI, and of the emulator during the run. */
+  cpuS: number;
+  emulatorCpuS: number;
 }
 
 /** Prints the scale section. */
@@ -89,11 +92,12 @@ export async function benchScale(): Promise<void> {
           `  minimal client: ${fmt(minimal.rate, 0)} items/s (${minimal.succeeded} in ${fmt(minimal.seconds)} s)\n` +
           `  kitchen-batch: exit ${cold.exitCode}, ${cold.succeeded} succeeded, wall ${fmt(cold.wallS)} s, peak RSS ${fmt(cold.peakRssMb, 0)} MB, live heap ${fmt(cold.liveHeapMb ?? Number.NaN, 0)} MB, ` +
           `${fmt(cold.rate ?? Number.NaN, 0)} items/s = ${fmt(ratio, 2)}× minimal, exit ${fmt(cold.tailS ?? Number.NaN)} s after the last download (reports written after ${fmt(cold.reportsS ?? Number.NaN)} s); ` +
-          `requests: ${cold.requests.creates} POST, ${cold.requests.polls} polls, ${cold.requests.storage} downloads\n` +
+          `requests: ${cold.requests.creates} POST, ${cold.requests.polls} polls, ${cold.requests.storage} downloads; ` +
+          `CPU ${fmt(cold.cpuS)} s (${fmt((1000 * cold.cpuS) / items, 2)} ms per item; the emulator ${fmt(cold.emulatorCpuS)} s)\n` +
           `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
           `${rerun.requests.creates} POST and ${rerun.requests.polls} polls\n` +
           `  the same run with the review (the default): wall ${fmt(reviewed.wallS)} s, peak RSS ${fmt(reviewed.peakRssMb, 0)} MB, ` +
-          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download: the review adds ${fmt(100 * reviewCost, 1)} % ` +
+          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more): the review adds ${fmt(100 * reviewCost, 1)} % ` +
           '(every result reviewed against its source; echo results are all flagged unchanged)',
       );
       const rssTarget = items <= 20_000 ? 300 : 400;
@@ -246,6 +250,7 @@ async function startEmulator(maxJobs: number) {
       return JSON.parse(String((await lines.next()).value));
     },
     stop: () => child.stdin!.end(),
+    cpuS: () => cpuTicks(child.pid!) / CLOCK_TICKS,
   };
 }
 
@@ -258,6 +263,7 @@ async function measureCli(
   extra: string[] = [],
 ): Promise<CliFigures> {
   await emulator.command('reset');
+  const emulatorCpu = emulator.cpuS();
   const started = performance.now();
   const child = spawn(
     process.execPath,
@@ -302,6 +308,8 @@ async function measureCli(
     exitCode: code,
     wallS,
     peakRssMb: peak.stop(),
+    cpuS: peak.cpuS(),
+    emulatorCpuS: emulator.cpuS() - emulatorCpu,
     liveHeapMb,
     succeeded: summary.totals?.succeeded ?? 0,
     rate: sent ? requests.creates / ((lastDownload - firstPost) / 1000) : null,
@@ -328,13 +336,15 @@ async function measureCommand(
 }
 
 /** Peak resident memory of a child, sampled from /proc every 100 ms (VmHWM: the kernel's own peak). */
-function sampleRss(child: ChildProcess): { stop(): number } {
+function sampleRss(child: ChildProcess): { stop(): number; cpuS(): number } {
   let peakKb = 0;
+  let ticks = 0;
   const read = () => {
     try {
       const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
       const hwm = /VmHWM:\s+(\d+)/.exec(status);
       if (hwm) peakKb = Math.max(peakKb, Number(hwm[1]));
+      ticks = cpuTicks(child.pid!);
     } catch {}
   };
   const timer = setInterval(read, 100);
@@ -343,7 +353,20 @@ function sampleRss(child: ChildProcess): { stop(): number } {
       clearInterval(timer);
       return peakKb / 1024;
     },
+    // The last sample's (within 100 ms of the exit): close enough for a run of tens of seconds.
+    cpuS: () => ticks / CLOCK_TICKS,
   };
+}
+
+/** Clock ticks a second of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux). */
+const CLOCK_TICKS = 100;
+
+/** CPU time (user + system, all threads) a process has used so far, in clock ticks. */
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (in parentheses, which may hold spaces): utime is the 14th field.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
 }
 
 /** The wall-clock times of this run's first POST (journal `submitting`) and last download (run.log). */
