@@ -288,7 +288,7 @@ async function measureCli(
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
-  const peak = sampleRss(child);
+  const peak = sampleProcess(child);
   // stdout: the GC trace (one line per collection) and the CLI's JSON summary, read line by line.
   let summaryLine = '{}';
   let liveHeapMb: number | null = null;
@@ -330,13 +330,13 @@ async function measureCommand(
     env: { PATH: process.env.PATH ?? '' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  const peak = sampleRss(child);
+  const peak = sampleProcess(child);
   const [exitCode] = (await once(child, 'exit')) as [number | null];
   return { seconds: (performance.now() - started) / 1000, peakRssMb: peak.stop(), exitCode };
 }
 
-/** Peak resident memory of a child, sampled from /proc every 100 ms (VmHWM: the kernel's own peak). */
-function sampleRss(child: ChildProcess): { stop(): number; cpuS(): number } {
+/** Peak resident memory (VmHWM: the kernel's own peak) and CPU time of a child, sampled from /proc every 100 ms. */
+function sampleProcess(child: ChildProcess): { stop(): number; cpuS(): number } {
   let peakKb = 0;
   let ticks = 0;
   const read = () => {
