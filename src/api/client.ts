@@ -233,10 +233,14 @@ export class KitchenClient {
         done(null, chunk);
       },
     });
+    // flush: the file is fsynced before it is closed (and before the pipeline resolves).
+    const sink = createWriteStream(destFile, { flush: true });
     try {
-      // flush: the file is fsynced before it is closed (and before the pipeline resolves).
-      await pipeline(stream, meter, createWriteStream(destFile, { flush: true }));
+      await pipeline(stream, meter, sink);
     } catch (error) {
+      // A body that fails at once can fail before the file is even open: the stream then opens
+      // (creating the file) and closes after the pipeline has rejected, so wait for that first.
+      if (!sink.closed) await new Promise<void>((closed) => sink.once('close', () => closed()));
       await rm(destFile, { force: true });
       if (options.signal?.aborted) throw options.signal.reason;
       if (error instanceof ResultTooLargeError) {
