@@ -14,7 +14,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -45,6 +45,8 @@ interface CliFigures {
   requests: RequestCounts;
   /** CPU seconds (user + system, every thread) of the CLI, and of the emulator during the run. */
   cpuS: number;
+  /** Of it, the CPU seconds of the processes the CLI started (the review's). */
+  childrenCpuS: number;
   emulatorCpuS: number;
 }
 
@@ -97,7 +99,7 @@ export async function benchScale(): Promise<void> {
           `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
           `${rerun.requests.creates} POST and ${rerun.requests.polls} polls\n` +
           `  the same run with the review (the default): wall ${fmt(reviewed.wallS)} s, peak RSS ${fmt(reviewed.peakRssMb, 0)} MB, ` +
-          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more): the review adds ${fmt(100 * reviewCost, 1)} % ` +
+          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more; the review's process ${fmt(reviewed.childrenCpuS)} s of it, at the lowest priority): the review adds ${fmt(100 * reviewCost, 1)} % ` +
           '(every result reviewed against its source; echo results are all flagged unchanged)',
       );
       const rssTarget = items <= 20_000 ? 300 : 400;
@@ -309,6 +311,7 @@ async function measureCli(
     wallS,
     peakRssMb: peak.stop(),
     cpuS: peak.cpuS(),
+    childrenCpuS: peak.childrenCpuS(),
     emulatorCpuS: emulator.cpuS() - emulatorCpu,
     liveHeapMb,
     succeeded: summary.totals?.succeeded ?? 0,
@@ -335,17 +338,25 @@ async function measureCommand(
   return { seconds: (performance.now() - started) / 1000, peakRssMb: peak.stop(), exitCode };
 }
 
-/** Peak resident memory (VmHWM: the kernel's own peak) and CPU time of a child, sampled from /proc every 100 ms. */
-function sampleProcess(child: ChildProcess): { stop(): number; cpuS(): number } {
+/**
+ * Peak resident memory and CPU time of a child and of the processes it starts (the review's),
+ * sampled from /proc every 100 ms. The peak is the child's own (VmHWM: the kernel's peak) or the
+ * largest sum over the tree, whichever is higher; the CPU time of each process is its last sample.
+ */
+function sampleProcess(child: ChildProcess): { stop(): number; cpuS(): number; childrenCpuS(): number } {
   let peakKb = 0;
-  let ticks = 0;
+  const ticks = new Map<number, number>();
   const read = () => {
-    try {
-      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-      const hwm = /VmHWM:\s+(\d+)/.exec(status);
-      if (hwm) peakKb = Math.max(peakKb, Number(hwm[1]));
-      ticks = cpuTicks(child.pid!);
-    } catch {}
+    let sumKb = 0;
+    for (const pid of processTree(child.pid!)) {
+      try {
+        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+        if (pid === child.pid) peakKb = Math.max(peakKb, Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0));
+        sumKb += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+        ticks.set(pid, cpuTicks(pid));
+      } catch {}
+    }
+    peakKb = Math.max(peakKb, sumKb);
   };
   const timer = setInterval(read, 100);
   return {
@@ -353,9 +364,25 @@ function sampleProcess(child: ChildProcess): { stop(): number; cpuS(): number } 
       clearInterval(timer);
       return peakKb / 1024;
     },
-    // The last sample's (within 100 ms of the exit): close enough for a run of tens of seconds.
-    cpuS: () => ticks / CLOCK_TICKS,
+    // The last samples (within 100 ms of each exit): close enough for a run of tens of seconds.
+    cpuS: () => [...ticks.values()].reduce((sum, n) => sum + n, 0) / CLOCK_TICKS,
+    childrenCpuS: () =>
+      [...ticks].reduce((sum, [pid, n]) => (pid === child.pid ? sum : sum + n), 0) / CLOCK_TICKS,
   };
+}
+
+/** A process and its descendants (from /proc/<pid>/task/<tid>/children), or none once it has exited. */
+function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    try {
+      for (const tid of readdirSync(`/proc/${tree[i]}/task`)) {
+        const children = readFileSync(`/proc/${tree[i]}/task/${tid}/children`, 'utf8');
+        tree.push(...children.split(' ').filter(Boolean).map(Number));
+      }
+    } catch {}
+  }
+  return tree;
 }
 
 /** Clock ticks a second of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux). */

@@ -1,18 +1,20 @@
 /**
  * The review step (docs/contract.md#review): after an item's result is downloaded, its result is
- * compared with its source (`analyse.ts`) off the critical path, in a thread of its own
- * (`thread.ts`) with a few reviews at a time, and the verdict is journaled as a `reviewed` record,
+ * compared with its source (`analyse.ts`) off the critical path, in a process of its own at the
+ * lowest priority (`child.ts`) with a few reviews at a time, and the verdict is journaled as a `reviewed` record,
  * which report.json, report.csv and report.html show.
  */
+
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import path from 'node:path';
-import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { RunEvent } from '../pipeline/events.js';
 import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
-import { startThread } from '../util/thread.js';
+import { startProcess } from '../util/fork.js';
 import { DEFAULT_THRESHOLD, DuplicateIndex, type ReviewFlag } from './analyse.js';
-import type { ReviewReply, ReviewRequest, SourceSample } from './thread.js';
+import type { ReviewFatal, ReviewReply, ReviewRequest, SourceSample } from './child.js';
 
 export { DEFAULT_THRESHOLD } from './analyse.js';
 
@@ -31,19 +33,20 @@ export interface ReviewerDeps {
 }
 
 /**
- * Reviews in flight at once: the thread decodes one pair while it compares another, and the
- * requests waiting in its inbox stay few (the rest wait here as ids).
+ * Reviews in flight at once: sent to the child, which decodes a few at a time and keeps the rest
+ * at hand, so that it never waits for this process's event loop (busy with the run's requests
+ * and journal) to send the next; the rest wait here as ids.
  */
-const IN_FLIGHT = 4;
+const IN_FLIGHT = 32;
 
 /** The score of a result that duplicates another item's (a flag under the default threshold). */
 const DUPLICATE_SCORE = 0.25;
 
-/** Thread failures (it could not start, or it died) after which the reviews left are skipped. */
-const THREAD_FAILURES = 3;
+/** Child failures (it could not start, or it died) after which the reviews left are skipped. */
+const CHILD_FAILURES = 3;
 
 /**
- * Reviews downloaded results in a thread of its own; {@link drain} before the final report, then
+ * Reviews downloaded results in a process of its own; {@link drain} before the final report, then
  * {@link close}. Items waiting for their review are kept as their ids alone (8 bytes each: the
  * strings are the store's), so a review that falls behind an instant service does not grow memory
  * by more than that.
@@ -56,10 +59,10 @@ export class Reviewer {
   #idle: Array<() => void> = [];
   readonly #duplicates = new DuplicateIndex();
   readonly #waiting = new Map<number, (reply: ReviewReply) => void>();
-  #thread: Worker | undefined;
+  #child: ChildProcess | undefined;
   #sent = 0;
   #failures = 0;
-  /** Items reviewed, and of them flagged; sources the thread decoded itself (the others were remembered or handed over). */
+  /** Items reviewed, and of them flagged; sources the child decoded itself (the others were remembered or handed over). */
   readonly stats = { reviewed: 0, flagged: 0, skipped: 0, sourcesDecoded: 0 };
 
   constructor(deps: ReviewerDeps) {
@@ -91,15 +94,14 @@ export class Reviewer {
   }
 
   /**
-   * Hands the thread a source's rendition decoded elsewhere (the preflight's check of an as-is
+   * Hands the child a source's rendition decoded elsewhere (the preflight's check of an as-is
    * upload), keyed by the source's sha256, so that its reviews need not decode it again.
    */
   offerSource(key: string, sample: Omit<SourceSample, 'kind' | 'key'>): void {
-    if (this.#failures >= THREAD_FAILURES) return;
-    const thread = this.#ensureThread();
-    thread.postMessage({ kind: 'source', key, ...sample } satisfies SourceSample);
+    if (this.#failures >= CHILD_FAILURES) return;
+    const child = this.#ensureChild();
     // No reply comes: the message alone must not keep the process alive.
-    if (this.#waiting.size === 0) thread.unref();
+    this.#send(child, { kind: 'source', key, ...sample } satisfies SourceSample);
   }
 
   /** Writes run.log's `review_end` line: results reviewed, flagged and skipped, sources decoded here. */
@@ -124,12 +126,18 @@ export class Reviewer {
     this.#pump();
   }
 
-  /** Stops the thread (after {@link drain}; a review still in flight is dropped). */
+  /** Stops the child (after {@link drain}; a review still in flight is dropped). */
   async close(): Promise<void> {
     this.stop();
-    const thread = this.#thread;
-    this.#thread = undefined;
-    await thread?.terminate();
+    const child = this.#child;
+    this.#child = undefined;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const exited = once(child, 'exit');
+      // An idle child is unref'd: held again, so that this process waits for its exit.
+      child.ref();
+      child.kill();
+      await exited;
+    }
     for (const [n, answer] of [...this.#waiting]) answer({ n, ok: false, error: 'the review was stopped' });
   }
 
@@ -212,45 +220,83 @@ export class Reviewer {
     }
   }
 
-  /** Sends one review to the thread (started on first use) and waits for its reply. */
+  /** Sends one review to the child (started on first use) and waits for its reply. */
   #ask(request: Omit<ReviewRequest, 'n'>): Promise<ReviewReply> {
     const n = ++this.#sent;
-    if (this.#failures >= THREAD_FAILURES)
-      return Promise.resolve({ n, ok: false, error: 'the review thread failed; run `review` later' });
-    const thread = this.#ensureThread();
+    if (this.#failures >= CHILD_FAILURES)
+      return Promise.resolve({ n, ok: false, error: 'the review process failed; run `review` later' });
+    const child = this.#ensureChild();
     return new Promise((resolve) => {
       this.#waiting.set(n, (reply) => {
         this.#waiting.delete(n);
-        // An idle thread must not keep a finished process alive.
-        if (this.#waiting.size === 0) this.#thread?.unref();
         resolve(reply);
       });
-      thread.ref();
-      thread.postMessage({ ...request, n } satisfies ReviewRequest);
+      this.#send(child, { ...request, n } satisfies ReviewRequest);
     });
   }
 
-  #ensureThread(): Worker {
-    if (this.#thread) return this.#thread;
-    const thread = startThread('thread', import.meta.url, {
-      resourceLimits: { maxYoungGenerationSizeMb: 4 },
+  /**
+   * Sends a message to the child. The child and its channel keep this process alive only while a
+   * reply is awaited: an idle reviewer must not hold a finished run open.
+   */
+  #send(child: ChildProcess, message: ReviewRequest | SourceSample): void {
+    // A child that has died answers no more; its 'exit' fails what waits, so the error is not lost.
+    child.send(message, undefined, undefined, () => {});
+    this.#hold(child);
+  }
+
+  #hold(child: ChildProcess | undefined): void {
+    if (!child) return;
+    if (this.#waiting.size > 0) {
+      child.ref();
+      child.channel?.ref();
+    } else {
+      child.unref();
+      child.channel?.unref();
+    }
+  }
+
+  #ensureChild(): ChildProcess {
+    if (this.#child) return this.#child;
+    const child = startProcess('child', import.meta.url, {
+      env: childEnv(),
+      // A small young generation: the child's garbage is a few buffers a review.
+      execArgv: ['--max-semi-space-size=1'],
+      stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
     });
-    thread.on('message', (reply: ReviewReply) => this.#waiting.get(reply.n)?.(reply));
+    let fatal: string | undefined;
+    child.on('message', (message: ReviewReply | ReviewFatal) => {
+      if ('kind' in message) fatal = message.error;
+      else this.#waiting.get(message.n)?.(message);
+      this.#hold(child);
+    });
     const fail = (why: string): void => {
-      if (this.#thread !== thread) return;
-      this.#thread = undefined;
+      if (this.#child !== child) return;
+      this.#child = undefined;
       this.#failures++;
-      this.#deps.logger.warn({ event: 'review_thread_failed', err: why }, 'the review thread stopped');
+      this.#deps.logger.warn({ event: 'review_process_failed', err: why }, 'the review process stopped');
       for (const [n, answer] of [...this.#waiting]) answer({ n, ok: false, error: why });
     };
-    thread.on('error', (error) => fail(error.message));
-    thread.on('exit', (code) => fail(`the review thread exited with code ${code}`));
-    this.#thread = thread;
-    return thread;
+    child.on('error', (error) => fail(error.message));
+    child.on('exit', (code, signal) =>
+      fail(fatal ?? `the review process exited with ${signal ? `signal ${signal}` : `code ${code}`}`),
+    );
+    this.#child = child;
+    this.#hold(child);
+    return child;
   }
 }
 
 /** The state when the item has a result on disk to review, else undefined. */
 function reviewable(state: ItemState | undefined): ItemState | undefined {
   return state?.phase === 'downloaded' && state.output ? state : undefined;
+}
+
+/**
+ * The child's environment: this one's without the API key (the review never talks to the service,
+ * and a secret in a child's environment is one more place to read it from).
+ */
+function childEnv(): NodeJS.ProcessEnv {
+  const { KITCHEN_API_KEY: _key, ...env } = process.env;
+  return env;
 }

@@ -1,17 +1,22 @@
 /**
- * The review's own thread (started by {@link Reviewer} in `index.ts`): it decodes the source and
- * the result with sharp and compares them (`analyse.ts`), so that none of this work, not even
- * sharp's per-call setup, runs on the event loop that drives the run's requests and journal.
+ * The review's own process (started by {@link Reviewer} in `index.ts`): it decodes the source and
+ * the result with sharp and compares them (`analyse.ts`). It runs at the lowest priority, every
+ * thread of it (its libuv pool and libvips' workers too), so that its work takes only the CPU the
+ * run leaves idle and none of the run's own: not its event loop, not the thread pool that serves
+ * the run's files and journal.
  *
  * Sources are remembered by content hash ({@link SOURCE_MEMO} of them, about 16 KB each): the
  * styles of one photo come in a row, so each photo is decoded once, not once per style.
  */
-import { parentPort } from 'node:worker_threads';
-import sharp from 'sharp';
-import { reviewResult, type Signature, signature, signatureOfPixels } from './analyse.js';
+import { lowerPriority } from '../util/fork.js';
+import type { Signature } from './analyse.js';
 
-// Loading sharp in this thread turns libvips' operation cache back on (50 MB) for the whole
-// process; every image here is decoded once, so the cache only costs memory.
+// First, before sharp loads and starts threads: every thread started later inherits the priority.
+lowerPriority();
+const { default: sharp } = await import('sharp');
+const { reviewResult, signature, signatureOfPixels } = await import('./analyse.js');
+
+// Every image here is decoded once: libvips' operation cache (50 MB) would only cost memory.
 sharp.cache(false);
 
 /** A review to do. */
@@ -96,10 +101,48 @@ async function review(request: ReviewRequest): Promise<ReviewReply> {
   }
 }
 
-parentPort?.on('message', (message: ReviewRequest | SourceSample) => {
+/**
+ * Reviews decoded at once. The run keeps more of them queued here (`IN_FLIGHT` in
+ * `index.ts`), so that this process always has the next one at hand, however late the run's busy
+ * event loop reads the replies.
+ */
+const DECODES = 2;
+
+const queued: ReviewRequest[] = [];
+let decoding = 0;
+
+function startReviews(): void {
+  while (decoding < DECODES && queued.length > 0) {
+    decoding++;
+    void review(queued.shift()!).then((reply) => {
+      decoding--;
+      send(reply);
+      startReviews();
+    });
+  }
+}
+
+/** Why this process stopped on its own (an uncaught error), sent before it exits. */
+export interface ReviewFatal {
+  kind: 'fatal';
+  error: string;
+}
+
+process.on('message', (message: ReviewRequest | SourceSample) => {
   if ('kind' in message) {
     remember(message.key, Promise.resolve(signatureOfPixels(message)));
     return;
   }
-  void review(message).then((reply) => parentPort?.postMessage(reply));
+  queued.push(message);
+  startReviews();
 });
+// The run ended or died (even by SIGKILL: its end of the channel closes): nothing left to do.
+process.on('disconnect', () => process.exit(0));
+process.on('uncaughtException', (error) => {
+  send({ kind: 'fatal', error: error.message } satisfies ReviewFatal, () => process.exit(70));
+});
+
+function send(message: ReviewReply | ReviewFatal, then?: () => void): void {
+  if (!process.connected) return void then?.();
+  process.send?.(message, undefined, undefined, () => then?.());
+}
