@@ -294,9 +294,11 @@ function reviewable(state: ItemState | undefined): ItemState | undefined {
 
 /**
  * The child's environment: this one's without the API key (the review never talks to the service,
- * and a secret in a child's environment is one more place to read it from).
+ * and a secret in a child's environment is one more place to read it from), and with two malloc
+ * arenas unless the operator chose otherwise: glibc's default (eight a core) keeps the freed
+ * buffers of libvips' threads apart, which measured about 10 MB more resident memory.
  */
 function childEnv(): NodeJS.ProcessEnv {
   const { KITCHEN_API_KEY: _key, ...env } = process.env;
-  return env;
+  return { MALLOC_ARENA_MAX: '2', ...env };
 }
