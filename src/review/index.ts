@@ -1,10 +1,9 @@
 /**
  * The review step (docs/contract.md#review): after an item's result is downloaded, its result is
  * compared with its source (`analyse.ts`) off the critical path, in a process of its own at the
- * lowest priority (`child.ts`) with a few reviews at a time, and the verdict is journaled as a `reviewed` record,
- * which report.json, report.csv and report.html show.
+ * lowest priority (`child.ts`), a few reviews at a time, and the verdict is journaled as a
+ * `reviewed` record, which report.json, report.csv and report.html show.
  */
-
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
