@@ -42,6 +42,8 @@ interface CliFigures {
   tailS: number | null;
   /** Of which: from the last download to the reports written (`run_end` in run.log). */
   reportsS: number | null;
+  /** run.log's `review_end` figures (null with `--no-review`). */
+  reviewEnd: { reviewed: number; sources_decoded: number } | null;
   requests: RequestCounts;
   /** CPU seconds (user + system, every thread) of the CLI, and of the emulator during the run. */
   cpuS: number;
@@ -99,7 +101,7 @@ export async function benchScale(): Promise<void> {
           `  rerun of the finished run: exit ${rerun.exitCode}, ${fmt(rerun.wallS)} s, peak RSS ${fmt(rerun.peakRssMb, 0)} MB, ` +
           `${rerun.requests.creates} POST and ${rerun.requests.polls} polls\n` +
           `  the same run with the review (the default): wall ${fmt(reviewed.wallS)} s, peak RSS ${fmt(reviewed.peakRssMb, 0)} MB, ` +
-          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more; the review's process ${fmt(reviewed.childrenCpuS)} s of it, at the lowest priority): the review adds ${fmt(100 * reviewCost, 1)} % ` +
+          `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more; the review's process ${fmt(reviewed.childrenCpuS)} s of it, at the lowest priority; ${reviewed.reviewEnd?.reviewed ?? 0} reviewed, ${reviewed.reviewEnd?.sources_decoded ?? 0} sources decoded by the review itself, the others handed over by the preflight): the review adds ${fmt(100 * reviewCost, 1)} % ` +
           '(every result reviewed against its source; echo results are all flagged unchanged)',
       );
       const rssTarget = items <= 20_000 ? 300 : 400;
@@ -308,7 +310,7 @@ async function measureCli(
   const exitedAt = Date.now();
   const wallS = (performance.now() - started) / 1000;
   const summary = JSON.parse(summaryLine) as { totals?: { succeeded?: number } };
-  const { firstPost, lastDownload, runEnd } = await runTimes(out);
+  const { firstPost, lastDownload, runEnd, reviewEnd } = await runTimes(out);
   const requests = (await emulator.command('stats')) as RequestCounts;
   const sent = firstPost !== null && lastDownload !== null && requests.creates > 0;
   return {
@@ -323,6 +325,7 @@ async function measureCli(
     rate: sent ? requests.creates / ((lastDownload - firstPost) / 1000) : null,
     tailS: sent ? (exitedAt - lastDownload) / 1000 : null,
     reportsS: sent && runEnd !== null ? (runEnd - lastDownload) / 1000 : null,
+    reviewEnd,
     requests,
   };
 }
@@ -402,9 +405,13 @@ function cpuTicks(pid: number): number {
 }
 
 /** The wall-clock times of this run's first POST (journal `submitting`) and last download (run.log). */
-async function runTimes(
-  out: string,
-): Promise<{ firstPost: number | null; lastDownload: number | null; runEnd: number | null }> {
+async function runTimes(out: string): Promise<{
+  firstPost: number | null;
+  lastDownload: number | null;
+  runEnd: number | null;
+  /** run.log's `review_end` line (results reviewed, sources the review decoded itself), if any. */
+  reviewEnd: { reviewed: number; sources_decoded: number } | null;
+}> {
   let firstPost: number | null = null;
   let runStart = 0;
   for await (const line of createInterface({ input: createReadStream(path.join(out, 'journal.jsonl')) })) {
@@ -418,7 +425,9 @@ async function runTimes(
   }
   let lastDownload: number | null = null;
   let runEnd: number | null = null;
+  let reviewEnd = null;
   for await (const line of createInterface({ input: createReadStream(path.join(out, 'run.log')) })) {
+    if (line.includes('"event":"review_end"')) reviewEnd = JSON.parse(line);
     const end = line.includes('"event":"run_end"');
     if (!end && !line.includes('"event":"downloaded"')) continue;
     const at = Date.parse((JSON.parse(line) as { time: string }).time);
@@ -426,7 +435,7 @@ async function runTimes(
     if (end) runEnd = at;
     else lastDownload = at;
   }
-  return { firstPost, lastDownload, runEnd };
+  return { firstPost, lastDownload, runEnd, reviewEnd };
 }
 
 /** `kitchen-batch report` over a synthetic finished journal of `items` items. */
