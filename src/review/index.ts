@@ -244,8 +244,8 @@ export class Reviewer {
     this.#hold(child);
   }
 
-  #hold(child: ChildProcess | undefined): void {
-    if (!child) return;
+  /** Lets the child and its channel keep this process alive while a reply is awaited, not otherwise. */
+  #hold(child: ChildProcess): void {
     if (this.#waiting.size > 0) {
       child.ref();
       child.channel?.ref();
