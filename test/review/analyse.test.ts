@@ -3,8 +3,9 @@
  * pass, and each kind of bad result the sandbox makes on purpose is flagged with its reason. The
  * sandbox-run acceptance figures (≥ 95 % of bad flagged, ≤ 3 % of good) are measured the same way.
  */
+import { bezkrovnySsim } from 'ssim.js/dist/bezkrovnySsim.js';
 import { describe, expect, it } from 'vitest';
-import { DuplicateIndex, reviewResult, signature } from '../../src/review/analyse.js';
+import { DuplicateIndex, reviewResult, signature, similarity } from '../../src/review/analyse.js';
 import { BAD_RESULTS, createRng } from '../../src/sandbox/faults.js';
 import { badResult, renderResult } from '../../src/sandbox/images.js';
 import { type KitchenLook, kitchenImage } from '../helpers/images.js';
@@ -66,5 +67,28 @@ describe('result review', () => {
     expect(index.check('b', b.hash)).toBe('a');
     expect(index.check('c', c.hash)).toBeNull();
     expect(index.check('a', a.hash)).toBeNull();
+  });
+
+  it('measures structural similarity as ssim.js does (Bezkrovny, 8×8 windows), to the last bit', async () => {
+    const rng = createRng(7);
+    const maps = [
+      ...(await Promise.all([1, 2, 3].map(async (i) => (await signature(await source(i))).edges))),
+      Uint8ClampedArray.from({ length: 64 * 64 }, () => Math.floor(rng() * 256)),
+      Uint8ClampedArray.from({ length: 64 * 64 }, (_, i) => (i % 64 < 32 ? 0 : 255)),
+      new Uint8ClampedArray(64 * 64),
+    ];
+    const options = { windowSize: 8, bitDepth: 8, k1: 0.01, k2: 0.03 } as Parameters<typeof bezkrovnySsim>[2];
+    const matrix = (map: Uint8ClampedArray) => ({ data: Array.from(map), width: 64, height: 64 });
+    let compared = 0;
+    for (const a of maps) {
+      for (const b of maps) {
+        const windows = bezkrovnySsim(matrix(a), matrix(b), options).data;
+        let sum = 0;
+        for (const value of windows) sum += value;
+        expect(similarity(a, b)).toBe(sum / windows.length);
+        compared++;
+      }
+    }
+    expect(compared).toBe(36);
   });
 });
