@@ -79,7 +79,8 @@ export const SANDBOX_FLAG_HELP: Readonly<Record<string, string>> = {
   'jitter-ms': '± uniform jitter on processing time in ms (default 500)',
   'queued-ms': 'time a job stays queued in ms (default min(300, processing/4))',
   'max-jobs': 'jobs kept in memory; older ones are forgotten and answer 404 (default 1000)',
-  results: 'render|echo: styled results, or the upload itself with no image work (default render)',
+  results:
+    'render|render-once|echo: styled results (render-once: each upload and style rendered once, then kept), or the upload itself with no image work (default render)',
   seed: 'PRNG seed for fault rolls (integer)',
   'styles-shape': `GET /v1/styles shape: ${STYLES_SHAPES.join('|')}`,
   'rate-limit': 'token bucket rate in requests per second over /v1/* (default off)',
@@ -177,7 +178,7 @@ export function sandboxOptionsFromFlags(
   if (queuedMs !== undefined) options.queuedMs = queuedMs;
   const maxJobs = number(values, 'max-jobs', 'an integer >= 1', (n) => n >= 1, true);
   if (maxJobs !== undefined) options.maxJobs = maxJobs;
-  const results = oneOf(values, 'results', ['render', 'echo'] as const);
+  const results = oneOf(values, 'results', ['render', 'render-once', 'echo'] as const);
   if (results !== undefined) options.results = results;
   const seed = number(values, 'seed', 'an integer', () => true, true);
   if (seed !== undefined) options.seed = seed;

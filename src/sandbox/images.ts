@@ -14,8 +14,12 @@ export interface RenderedImage {
   contentType: 'image/jpeg' | 'image/png' | 'image/webp';
 }
 
-/** How the sandbox makes results: styled renders, or the upload itself (no image work, for benchmarks). */
-export type ResultMode = 'render' | 'echo';
+/**
+ * How the sandbox makes results: styled renders; styled renders made once per upload and style and
+ * kept (a repeated job costs no image work: a benchmark's warm-up renders them, its measured runs
+ * get restyles as a real service returns them); or the upload itself (no image work at all).
+ */
+export type ResultMode = 'render' | 'render-once' | 'echo';
 
 /**
  * The upload itself as the result: no sharp work at all, so a benchmark's emulator does not eat the

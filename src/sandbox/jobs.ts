@@ -4,7 +4,7 @@
  * job hands out result URLs whose tokens expire and rotate. Clocks and the PRNG are injected, so
  * the whole timeline can be driven by a fake clock in unit tests; nothing here does HTTP.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { ModuleId } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
 import { type BadResult, roll, type SandboxFaults } from './faults.js';
@@ -98,7 +98,25 @@ export class JobStore {
   private readonly jobs = new Map<string, JobRecord>();
   private readonly tokens = new Map<string, { jobId: string; issuedAt: number }>();
 
+  /** `render-once` results by upload (sha256), module and style. */
+  private readonly kept = new Map<string, Promise<RenderedImage>>();
+
   constructor(private readonly options: JobStoreOptions) {}
+
+  /** The result of a job that succeeds as it should, made as {@link JobStoreOptions.results} says. */
+  private goodResult(module: ModuleId, style: string | null, image: Uint8Array): Promise<RenderedImage> {
+    if (this.options.results === 'echo') return echoResult(image);
+    if (this.options.results !== 'render-once') return renderResult(image, module, style);
+    const key = `${module}|${style ?? ''}|${createHash('sha256').update(image).digest('hex')}`;
+    let made = this.kept.get(key);
+    if (!made) {
+      made = renderResult(image, module, style);
+      // A failed render is not kept: the next job tries again, as with `render`.
+      made.catch(() => this.kept.delete(key));
+      this.kept.set(key, made);
+    }
+    return made;
+  }
 
   /**
    * Creates a job and starts rendering its result when it is to succeed. Draws from the PRNG in a
@@ -134,9 +152,7 @@ export class JobStore {
       // Rendering starts now; a job whose render is still running reads as processing.
       const render = job.bad
         ? badResult(job.bad, image, module, style, rng)
-        : this.options.results === 'echo'
-          ? echoResult(image)
-          : renderResult(image, module, style);
+        : this.goodResult(module, style, image);
       job.rendered = render.then(
         (result) => {
           job.result = result;

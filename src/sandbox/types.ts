@@ -65,7 +65,9 @@ export interface SandboxOptions {
   maxJobs?: number;
   /**
    * How results are made: `render` styles the upload with sharp (visibly different per style);
-   * `echo` returns the upload itself, with no image work, so a benchmark measures the client.
+   * `render-once` does so once per upload and style and keeps the result (every result in
+   * memory), so a repeated job costs no image work; `echo` returns the upload itself, with no
+   * image work, so a benchmark measures the client.
    * @default 'render'
    */
   results?: ResultMode;

@@ -159,6 +159,36 @@ describe('timeline', () => {
   });
 });
 
+describe('result modes', () => {
+  it('render-once renders each upload, module and style once and hands the kept result to repeated jobs', async () => {
+    const w = world({ results: 'render-once' });
+    const other = await sharp({ create: { width: 48, height: 32, channels: 3, background: '#8a2e4b' } })
+      .jpeg()
+      .toBuffer();
+    const first = await rendered(w);
+    const again = await rendered(w);
+    expect(again.id).not.toBe(first.id);
+    // The same object: kept, not rendered again.
+    expect(again.result).toBe(first.result);
+    const otherStyle = w.store.create('change-style', 'japandi', jpeg);
+    const otherImage = w.store.create('change-style', 'industrial', other);
+    const configurator = w.store.create('kitchen-configurator', null, jpeg);
+    await Promise.all([otherStyle.rendered, otherImage.rendered, configurator.rendered]);
+    const results = [first, otherStyle, otherImage, configurator].map((job) => job.result!.data);
+    expect(new Set(results.map((data) => data.toString('base64'))).size).toBe(4);
+    // The same image as `render` makes it.
+    const rendering = await rendered(world({ results: 'render' }));
+    expect(rendering.result!.data.equals(first.result!.data)).toBe(true);
+    expect(rendering.result).not.toBe(first.result);
+  });
+
+  it('echo hands back the upload itself', async () => {
+    const job = await rendered(world({ results: 'echo' }));
+    expect(job.result!.data.equals(jpeg)).toBe(true);
+    expect(job.result!.contentType).toBe('image/jpeg');
+  });
+});
+
 describe('fates', () => {
   it('fails a job when the fail roll strikes, with the configured code and message', () => {
     const w = world(
