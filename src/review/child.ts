@@ -5,11 +5,13 @@
  * run leaves idle and none of the run's own: not its event loop, not the thread pool that serves
  * the run's files and journal.
  *
- * Sources are remembered by content hash ({@link SOURCE_MEMO} of them, about 16 KB each): the
- * styles of one photo come in a row, so each photo is decoded once, not once per style.
+ * Sources are remembered by content hash ({@link SOURCE_MEMO} of them, about 16 KB each, kept as
+ * `memo.ts` says): the styles of one photo come in a row, so each photo is decoded once, not once
+ * per style, and one that the preflight handed over is not decoded at all while it is kept.
  */
 import { lowerPriority } from '../util/fork.js';
 import type { Signature } from './analyse.js';
+import { SourceMemo } from './memo.js';
 
 // First, before sharp loads and starts threads: every thread started later inherits the priority.
 lowerPriority();
@@ -56,31 +58,21 @@ export type ReviewReply =
   | { n: number; ok: false; error: string };
 
 /**
- * Source signatures kept (16 KB each, 8 MB): enough for the photos between their preflight and
- * the reviews of their results.
+ * Source signatures kept (16 KB each, 8 MB): the photos between their preflight and the reviews of
+ * their results while the review keeps up; the next ones to be reviewed when it falls behind.
  */
 export const SOURCE_MEMO = 512;
 
-const sources = new Map<string, Promise<Signature>>();
+const sources = new SourceMemo<Promise<Signature>>(SOURCE_MEMO);
 
-/** The source's signature, decoded once per content while it is among the recent ones. */
+/** The source's signature: remembered (handed over, or decoded for an earlier style), else decoded now. */
 function sourceSignature(key: string, file: string): { signed: Promise<Signature>; decoded: boolean } {
   const known = sources.get(key);
-  if (known) {
-    remember(key, known);
-    return { signed: known, decoded: false };
-  }
+  if (known) return { signed: known, decoded: false };
   const made = signature(file);
   made.catch(() => sources.delete(key));
-  remember(key, made);
+  sources.remember(key, made);
   return { signed: made, decoded: true };
-}
-
-/** Keeps a source's signature as the most recent (Map keeps insertion order: the first is the oldest). */
-function remember(key: string, signed: Promise<Signature>): void {
-  sources.delete(key);
-  sources.set(key, signed);
-  if (sources.size > SOURCE_MEMO) sources.delete(sources.keys().next().value as string);
 }
 
 async function review(request: ReviewRequest): Promise<ReviewReply> {
@@ -130,7 +122,12 @@ export interface ReviewFatal {
 
 process.on('message', (message: ReviewRequest | SourceSample) => {
   if ('kind' in message) {
-    remember(message.key, Promise.resolve(signatureOfPixels(message)));
+    // Measured only when kept; a rendition it cannot measure is decoded by its review instead.
+    sources.offer(message.key, () => {
+      const signed = Promise.resolve().then(() => signatureOfPixels(message));
+      signed.catch(() => sources.delete(message.key));
+      return signed;
+    });
     return;
   }
   queued.push(message);
