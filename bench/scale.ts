@@ -25,7 +25,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { type MinimalItem, runMinimal } from './minimal.js';
-import { fmt, printTable, type RequestCounts, tempDir, verdict, writeKitchens } from './util.js';
+import { fmt, printTable, quantile, type RequestCounts, tempDir, verdict, writeKitchens } from './util.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STYLES = ['scandinavian', 'industrial', 'japandi', 'farmhouse', 'modern', 'coastal'];
@@ -117,10 +117,11 @@ export async function benchScale(): Promise<void> {
         );
         costs.push(again.wallS / plain.wallS - 1);
         console.log(
-          `  pair ${pair}: wall ${fmt(plain.wallS)} s without the review, ${fmt(again.wallS)} s with it (+${fmt(100 * costs.at(-1)!, 1)} %, the review's process ${fmt(again.childrenCpuS)} s of CPU)`,
+          `  pair ${pair}: wall ${fmt(plain.wallS)} s without the review, ${fmt(again.wallS)} s with it (${costs.at(-1)! >= 0 ? '+' : ''}${fmt(100 * costs.at(-1)!, 1)} %, the review's process ${fmt(again.childrenCpuS)} s of CPU)`,
         );
       }
-      const reviewCost = median(costs);
+      // The median (of an even count, the lower middle one).
+      const reviewCost = quantile(costs, 0.5);
       peaks.push({ items, rss: cold.peakRssMb, heap: cold.liveHeapMb });
       const ratio = cold.rate && minimal.rate ? cold.rate / minimal.rate : Number.NaN;
       console.log(
@@ -134,7 +135,7 @@ export async function benchScale(): Promise<void> {
           `${rerun.requests.creates} POST and ${rerun.requests.polls} polls\n` +
           `  the same run with the review (the default): wall ${fmt(reviewed.wallS)} s, peak RSS ${fmt(reviewed.peakRssMb, 0)} MB (the review's process by its private pages; ${fmt(reviewed.naiveRssMb, 0)} MB adding its whole RSS), ` +
           `exit ${fmt(reviewed.tailS ?? Number.NaN)} s after the last download, CPU ${fmt(reviewed.cpuS)} s (${fmt((1000 * (reviewed.cpuS - cold.cpuS)) / items, 2)} ms per item more; the review's process ${fmt(reviewed.childrenCpuS)} s of it, at the lowest priority; ${reviewed.reviewEnd?.reviewed ?? 0} reviewed, ${reviewed.reviewEnd?.sources_decoded ?? 0} sources decoded by the review itself, the others handed over by the preflight): the review adds ${fmt(100 * costs[0]!, 1)} % ` +
-          `(every result reviewed against its source: ${await needsReview(path.join(dir, 'out-review'))} flagged)`,
+          `(every result reviewed against its source: ${needsReview(path.join(dir, 'out-review'))} flagged)`,
       );
       const rssTarget = items <= 20_000 ? 300 : 400;
       rows.push(
@@ -468,15 +469,8 @@ function cpuTicks(pid: number): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
-/** The middle value (the mean of the two middle ones for an even count). */
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
-
 /** report.json's `totals.needs_review` of a finished run. */
-async function needsReview(out: string): Promise<number | string> {
+function needsReview(out: string): number | string {
   const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as {
     run?: { totals?: { needs_review?: number } };
   };
