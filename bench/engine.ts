@@ -397,6 +397,12 @@ async function budgetScenario(dir: string, manifest: string, naiveItems: NaiveIt
   await writeFile(budgetManifest, `${lines.join('\n')}\n`);
   const options = limitedSandbox(service);
   const ideal = idealBound({ jobs, concurrency: CONCURRENCY, ...service });
+  // The bound issue 12 states for this scenario, max(2N/R, N·T/C): its target is relative to it.
+  // The table's ideal is tighter by the key's burst (the first `burst` requests cost no time).
+  const issueBound = Math.max(
+    (2 * jobs) / service.rps,
+    (jobs * (service.processingMs + service.queuedMs)) / 1000 / CONCURRENCY,
+  );
   console.log(`\n[3] request budget: ${jobs} jobs, ${describeService(service)}, concurrency ${CONCURRENCY}`);
   const ours = await measureOurs(
     options,
@@ -429,13 +435,19 @@ async function budgetScenario(dir: string, manifest: string, naiveItems: NaiveIt
     ],
   );
   console.log(
-    `  ideal = max(slot bound ${fmt(ideal.slotBound)} s, rate bound (2 × ${jobs} − ${service.burst}) / ${service.rps} = ${fmt(ideal.rateBound)} s)`,
+    `  ideal = max(slot bound ${fmt(ideal.slotBound)} s, rate bound (2 × ${jobs} − ${service.burst}) / ${service.rps} = ${fmt(ideal.rateBound)} s)\n` +
+      `  issue 12's ideal = max(2N/R, N·T/C) = max(2 × ${jobs} / ${service.rps}, ${jobs} × ${fmt((service.processingMs + service.queuedMs) / 1000, 2)} s / ${CONCURRENCY}) = ${fmt(issueBound)} s (no burst): ours ${fmt(ours.seconds / issueBound, 2)}× of it`,
   );
   printTable(
     ['target (issue 12)', 'figure', 'verdict'],
     [
       [
-        'ours ≤ 1.20× ideal',
+        `ours ≤ 1.20× the issue's ideal (${fmt(issueBound)} s)`,
+        `${fmt(ours.seconds / issueBound, 2)}×`,
+        verdict(ours.seconds <= 1.2 * issueBound),
+      ],
+      [
+        `(ours ≤ 1.20× the table's ideal, ${fmt(ideal.seconds)} s, for reference)`,
         `${fmt(ours.seconds / ideal.seconds, 2)}×`,
         verdict(ours.seconds <= 1.2 * ideal.seconds),
       ],
@@ -610,17 +622,19 @@ interface ProcessShare {
 
 async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
   const { jobs, processes, ...service } = SHARED;
-  // Ids picked so every shard has the same work: the shares then compare like with like.
+  // Ids picked so every shard has the same work: the shares then compare like with like. `--shard`
+  // splits by item id, and a row with a style expands to the item `<id>__<style>`.
   const lines = (await readFile(manifest, 'utf8')).split('\n').filter(Boolean);
   const perShard = jobs / processes;
   const counts = new Array<number>(processes).fill(0);
   const rows: string[] = [];
   for (let n = 0; rows.length < jobs; n++) {
     const id = `s${String(n).padStart(4, '0')}`;
-    const k = counts.findIndex((_, i) => inShard(id, { index: i + 1, count: processes }));
+    const line = JSON.parse(lines[rows.length % lines.length] as string) as Record<string, unknown>;
+    const itemId = typeof line.style === 'string' ? `${id}__${line.style}` : id;
+    const k = counts.findIndex((_, i) => inShard(itemId, { index: i + 1, count: processes }));
     if ((counts[k] ?? perShard) >= perShard) continue;
     counts[k] = (counts[k] ?? 0) + 1;
-    const line = JSON.parse(lines[rows.length % lines.length] as string) as Record<string, unknown>;
     rows.push(JSON.stringify({ ...line, id }));
   }
   const sharedManifest = path.join(dir, 'shared.jsonl');
@@ -661,9 +675,10 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
   const four = runs[0]!;
   const meanRate = mean(four.shares.map((s) => s.rate));
   printTable(
-    ['process', 'accepted requests', '429s', 'req/s while active', '÷ mean', 'exit'],
+    ['process', 'jobs', 'accepted requests', '429s', 'req/s while active', '÷ mean', 'exit'],
     four.shares.map((s) => [
       s.label,
+      String(s.succeeded),
       String(s.accepted),
       String(s.rateLimited),
       fmt(s.rate, 2),
