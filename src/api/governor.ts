@@ -131,8 +131,15 @@ const MIN_SAMPLE_REQUESTS = 4;
 const MIN_SAMPLE_MS = 2000;
 /** A 429 that cuts a measured estimate below this share of what it was says the key is shared. */
 const SHARED_CUT = 0.9;
-/** On a shared key the quiet spell is this share of its length. */
-const SHARED_QUIET_SHARE = 1 / 3;
+/**
+ * On a shared key (see {@link RateGovernor}): the rate grows by this share of the starting rate
+ * per second of full use, and after the quiet spell by {@link SHARED_QUIET_STEP} of it × the
+ * spell's excess², the same for every process with the same settings; a 429 cuts it to
+ * {@link SHARED_DECREASE} of what it used.
+ */
+const SHARED_STEP = 0.005;
+const SHARED_QUIET_STEP = 0.003;
+const SHARED_DECREASE = 0.8;
 /** The decrease on a 429 too soon after the last to measure anything. */
 const SHORT_DECREASE = 0.8;
 /** Lower an estimate by at most this factor on a 429 that came while our rate was not in use. */
@@ -154,10 +161,15 @@ const IDLE_DECREASE = 0.85;
  *   drain is turned away before it has a history).
  * - The rate is held just under the estimate (`holdShare`) and probed upward gently (`probeGain` of
  *   it per second of full use), faster after a quiet spell without a 429 (`quietSeconds`, longer for
- *   a slow key, a third as long once a 429 cut a measured estimate by a tenth: a shared key; then
- *   `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
+ *   a slow key; then `quietGain` × the spell's excess²), so a key at its limit answers a 429 about
  *   once a minute (a 15 s spell made it two or three, each with a second's pause), while capacity
  *   that others gave up, or a first estimate too low, is found within seconds of the spell.
+ * - Once a 429 cut a measured estimate by a tenth (others use the key, or its limit fell: a shared
+ *   key), the share is found by additive increase and multiplicative decrease instead: each 429
+ *   takes a fifth off what the share used, and the rate grows by the same requests per second in
+ *   every process with the same settings ({@link SHARED_STEP} of the starting rate per second, and
+ *   {@link SHARED_QUIET_STEP} of it × the spell's excess² after the quiet spell), so the shares
+ *   close in on each other at each wave of 429s (test/api/governor-shared.test.ts).
  * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
  *   second of full use), requests go one at a time (for the first 32 accepted) and evenly spaced,
  *   so the first 429 comes alone.
@@ -366,11 +378,12 @@ export class RateGovernor implements RateLimiter {
     const estimate = this.#estimate!;
     const tau = (this.#busyMs + (this.#busySince === null ? 0 : now - this.#busySince)) / 1000;
     // A slow key gets a longer quiet spell (30 requests at least), so its 429s stay rare per request.
-    // Sharing the key, capacity comes and goes with the others: look for it sooner.
-    const [spellS, spellRequests] = this.#shared
-      ? [this.#quietS * SHARED_QUIET_SHARE, QUIET_REQUESTS * SHARED_QUIET_SHARE]
-      : [this.#quietS, QUIET_REQUESTS];
-    const quiet = Math.max(0, tau - Math.max(spellS, spellRequests / estimate));
+    const quiet = Math.max(0, tau - Math.max(this.#quietS, QUIET_REQUESTS / estimate));
+    if (this.#shared) {
+      // Steps in requests per second, not shares of the estimate: see #learn.
+      const step = SHARED_STEP * this.#initial * tau + SHARED_QUIET_STEP * this.#initial * quiet * quiet;
+      return Math.min(this.#max, Math.max(this.#min, estimate * this.#hold + step));
+    }
     const share = this.#hold + this.#probe * tau + this.#quietGain * quiet * quiet;
     return Math.min(this.#max, Math.max(this.#min, estimate * share));
   }
@@ -397,7 +410,14 @@ export class RateGovernor implements RateLimiter {
       // it full says more.
       let sample = this.#epochAccepted / (elapsedMs / 1000);
       if (windowed !== null && windowed > sample * CAPPED) sample = windowed;
-      if (busyMs < elapsedMs / 2) {
+      if (this.#shared && busyMs >= elapsedMs / 2) {
+        // A share of a key others use too: additive increase, multiplicative decrease. Taking the
+        // measured share as the estimate (as alone) keeps whatever split the processes started
+        // with: every process gets a 429 in each wave, so the samples keep their ratios, and a
+        // probe in proportion to the estimate widens them. Cut by a fifth and grown by the same
+        // requests per second in every process, the shares close in on each other at each wave.
+        this.#estimate = Math.min(sample, this.#rate) * SHARED_DECREASE;
+      } else if (busyMs < elapsedMs / 2) {
         // While our queue was mostly empty, what we sent measured our demand, not the key: someone
         // else used the key, or its limit fell. Go down, but not to our demand.
         this.#estimate = Math.min(this.#estimate, Math.max(sample, this.#estimate * IDLE_DECREASE));

@@ -242,7 +242,7 @@ describe('RateGovernor (fake clock)', () => {
     governor.close(new Error('done'));
   });
 
-  it('on a key shared with others (a 429 cut its measured share by a tenth) the quiet spell is a third as long', async () => {
+  it('on a key shared with others (a 429 cut its measured share by a tenth): a fifth off at each 429, then the same requests per second added in every process', async () => {
     const { governor, request, advance } = setup({ initialRate: 8, quietSeconds: 30 });
     for (let i = 0; i < 1000; i++) void request('poll').catch(() => {});
     /** `n` requests accepted evenly over `ms` of full use, then a 429. */
@@ -263,11 +263,24 @@ describe('RateGovernor (fake clock)', () => {
     await interval(30, 10_000);
     const shared = governor.estimate!;
     expect(shared).toBeLessThan(measured * 0.9);
-    // 12 s of full use later: past the shared key's 10 s spell (30 s / 3), the probe has sped up;
-    // a lone key would still be at 0.98 + 0.2 %/s.
-    await advance(13_000);
+    // 12 s of full use: +0.005 × the starting rate (8/s) per second, in requests per second, not in
+    // shares of the estimate: every process adds the same whatever its share.
+    await advance(12_000);
     governor.onSuccess();
-    expect(governor.rate / shared).toBeGreaterThan(0.98 + 0.002 * 12 + 0.01 * 1);
+    expect(governor.rate).toBeCloseTo(0.98 * shared + 0.005 * 8 * 12, 1);
+    // The next 429: a fifth off what the share used, the lower of the rate it was allowed and what
+    // it got through: here 20 accepted in 8 s, measured as after any 429 (the best window, burst
+    // assumed 1 s, half a token left: 21.5 / 9 per second), under a rate of about 3.7/s.
+    const before = governor.rate;
+    await interval(20, 8000);
+    const cut = governor.estimate!;
+    expect(before + 0.005 * 8 * 8).toBeGreaterThan(21.5 / 9);
+    expect(cut).toBeCloseTo(0.8 * (21.5 / 9), 3);
+    // Past the 30 s quiet spell (as alone, not shorter), the step grows with the excess²:
+    // 40 s of full use: + 0.005 × 8 × 40 + 0.003 × 8 × 10².
+    await advance(40_000);
+    governor.onSuccess();
+    expect(governor.rate).toBeCloseTo(0.98 * cut + 0.005 * 8 * 40 + 0.003 * 8 * 100, 1);
     governor.close(new Error('done'));
   });
 
