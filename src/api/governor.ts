@@ -410,17 +410,17 @@ export class RateGovernor implements RateLimiter {
       // it full says more.
       let sample = this.#epochAccepted / (elapsedMs / 1000);
       if (windowed !== null && windowed > sample * CAPPED) sample = windowed;
-      if (this.#shared && busyMs >= elapsedMs / 2) {
+      if (busyMs < elapsedMs / 2) {
+        // While our queue was mostly empty, what we sent measured our demand, not the key: someone
+        // else used the key, or its limit fell. Go down, but not to our demand.
+        this.#estimate = Math.min(this.#estimate, Math.max(sample, this.#estimate * IDLE_DECREASE));
+      } else if (this.#shared) {
         // A share of a key others use too: additive increase, multiplicative decrease. Taking the
         // measured share as the estimate (as alone) keeps whatever split the processes started
         // with: every process gets a 429 in each wave, so the samples keep their ratios, and a
         // probe in proportion to the estimate widens them. Cut by a fifth and grown by the same
         // requests per second in every process, the shares close in on each other at each wave.
         this.#estimate = Math.min(sample, this.#rate) * SHARED_DECREASE;
-      } else if (busyMs < elapsedMs / 2) {
-        // While our queue was mostly empty, what we sent measured our demand, not the key: someone
-        // else used the key, or its limit fell. Go down, but not to our demand.
-        this.#estimate = Math.min(this.#estimate, Math.max(sample, this.#estimate * IDLE_DECREASE));
       } else {
         this.#estimate = sample;
         this.#confirmed = true;

@@ -69,10 +69,15 @@ const sources = new SourceMemo<Promise<Signature>>(SOURCE_MEMO);
 function sourceSignature(key: string, file: string): { signed: Promise<Signature>; decoded: boolean } {
   const known = sources.get(key);
   if (known) return { signed: known, decoded: false };
-  const made = signature(file);
-  made.catch(() => sources.delete(key));
+  const made = forgottenOnFailure(key, signature(file));
   sources.remember(key, made);
   return { signed: made, decoded: true };
+}
+
+/** The signature as it will be: a source whose signature fails is forgotten, and decoded again later. */
+function forgottenOnFailure(key: string, signed: Promise<Signature>): Promise<Signature> {
+  signed.catch(() => sources.delete(key));
+  return signed;
 }
 
 async function review(request: ReviewRequest): Promise<ReviewReply> {
@@ -123,11 +128,12 @@ export interface ReviewFatal {
 process.on('message', (message: ReviewRequest | SourceSample) => {
   if ('kind' in message) {
     // Measured only when kept; a rendition it cannot measure is decoded by its review instead.
-    sources.offer(message.key, () => {
-      const signed = Promise.resolve().then(() => signatureOfPixels(message));
-      signed.catch(() => sources.delete(message.key));
-      return signed;
-    });
+    sources.offer(message.key, () =>
+      forgottenOnFailure(
+        message.key,
+        Promise.resolve().then(() => signatureOfPixels(message)),
+      ),
+    );
     return;
   }
   queued.push(message);

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateGovernor } from '../../src/api/governor.js';
 import { TokenBucket } from '../../src/sandbox/faults.js';
+import { saturatingWorker } from './bucket-traffic.js';
 
 interface Trace {
   /** Fake ms of each accepted request and each 429. */
@@ -28,25 +29,12 @@ async function saturate(rps: number, burst: number, seconds: number, clients = 1
   const governor = new RateGovernor({ now });
   const trace: Trace = { accepted: [], limited: [], estimates: new Map(), governor };
   let running = true;
-  const worker = async () => {
-    while (running) {
-      try {
-        await governor.acquire('poll');
-      } catch {
-        return;
-      }
-      const wait = bucket.take(now());
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      if (wait > 0) {
-        trace.limited.push(now());
-        governor.onRateLimited(Math.max(1, Math.ceil(wait / 1000)) * 1000, 1000);
-      } else {
-        trace.accepted.push(now());
-        governor.onSuccess();
-      }
-      governor.settled();
-    }
-  };
+  const worker = () =>
+    saturatingWorker(governor, bucket, now, {
+      running: () => running,
+      wireMs: () => 5,
+      onAnswer: (accepted, at) => (accepted ? trace.accepted : trace.limited).push(at),
+    });
   const workers = Array.from({ length: clients }, worker);
   for (let s = 1; s <= seconds; s++) {
     await vi.advanceTimersByTimeAsync(1000);

@@ -8,6 +8,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateGovernor } from '../../src/api/governor.js';
 import { TokenBucket } from '../../src/sandbox/faults.js';
+import { saturatingWorker } from './bucket-traffic.js';
 
 /** A small deterministic generator: runs differ by start offsets and wire times, reproducibly. */
 function random(seed: number): () => number {
@@ -47,26 +48,14 @@ async function shareKey(
     await new Promise((resolve) => setTimeout(resolve, Math.floor(next() * 400)));
     const governor = new RateGovernor({ now });
     governors.push(governor);
-    const worker = async () => {
-      while (running && (p === 0 || now() < othersStopS * 1000)) {
-        try {
-          await governor.acquire('poll');
-        } catch {
-          return;
-        }
-        const wait = bucket.take(now());
-        await new Promise((resolve) => setTimeout(resolve, 3 + Math.floor(next() * 6)));
-        const counted = now() >= fromS * 1000;
-        if (wait > 0) {
-          if (counted) counts.limited[p]!++;
-          governor.onRateLimited(Math.max(1, Math.ceil(wait / 1000)) * 1000, 1000);
-        } else {
-          if (counted) counts.accepted[p]!++;
-          governor.onSuccess();
-        }
-        governor.settled();
-      }
-    };
+    const worker = () =>
+      saturatingWorker(governor, bucket, now, {
+        running: () => running && (p === 0 || now() < othersStopS * 1000),
+        wireMs: () => 3 + Math.floor(next() * 6),
+        onAnswer: (accepted, at) => {
+          if (at >= fromS * 1000) (accepted ? counts.accepted : counts.limited)[p]!++;
+        },
+      });
     await Promise.all(Array.from({ length: 16 }, worker));
   };
   const all = Promise.all([0, 1, 2, 3].map(run));
