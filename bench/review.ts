@@ -4,6 +4,8 @@
  * 1. Acceptance: a sandbox run of `BENCH_REVIEW_ITEMS` (default 240) distinct kitchens with 10 % bad
  *    results of each of the six kinds injected (the sandbox picks 60 % of the jobs and one kind for
  *    each): the share of each kind flagged with its reason, and the share of good results flagged.
+ *    Once at each of {@link SIZES}: their results are decoded by sharp (480×360) and in the review's
+ *    process (240×180: `src/review/decode.ts`), and the verdicts must hold on either path.
  * 2. Cost where runs spend their time, on a service that takes its time (jobs 1.5 ± 0.5 s,
  *    concurrency 16, 300 items): the wall time with the review (the default) beside `--no-review`.
  *    The instant-service cost at 10,200 items is in the `scale` section.
@@ -19,12 +21,20 @@ import { fmt, printTable, tempDir, verdict } from './util.js';
 
 const KINDS = Object.keys(EXPECTED) as BadResult[];
 
+/** The kitchens' sizes the acceptance runs at: one over the review's small-JPEG limit, one under. */
+const SIZES: ReadonlyArray<readonly [number, number]> = [
+  [480, 360],
+  [240, 180],
+];
+
 export async function benchReview(): Promise<void> {
   const items = Number(process.env.BENCH_REVIEW_ITEMS ?? 240);
   if (!Number.isInteger(items) || items < 20) throw new Error('BENCH_REVIEW_ITEMS: a whole number ≥ 20');
   const { dir, cleanup } = await tempDir('kb-bench-review-');
   try {
-    const acceptance = await measureAcceptance(dir, items);
+    const acceptance: string[][] = [];
+    for (const [width, height] of SIZES)
+      acceptance.push(...(await measureAcceptance(dir, items, width, height)));
     const cost = await measureCost(dir, 300);
     printTable(['target', 'ours', 'verdict'], [...acceptance, ...cost]);
   } finally {
@@ -33,12 +43,12 @@ export async function benchReview(): Promise<void> {
 }
 
 /** Writes `n` distinct kitchens (one style each) and a manifest; returns the manifest's path. */
-async function catalogue(dir: string, name: string, n: number, seed: number): Promise<string> {
+async function catalogue(dir: string, name: string, n: number, seed: number, [width, height] = SIZES[0]!) {
   const images = path.join(dir, name);
   await mkdir(images, { recursive: true });
   const rows = ['id,image,style'];
   for (let i = 0; i < n; i++) {
-    await writeFile(path.join(images, `k${i}.jpg`), await kitchenJpeg(seed + i, 480, 360));
+    await writeFile(path.join(images, `k${i}.jpg`), await kitchenJpeg(seed + i, width, height));
     rows.push(`k${i},${name}/k${i}.jpg,${['scandinavian', 'industrial', 'japandi', 'modern'][i % 4]}`);
   }
   const manifest = path.join(dir, `${name}.csv`);
@@ -73,9 +83,10 @@ async function measureRun(
   }
 }
 
-async function measureAcceptance(dir: string, items: number): Promise<string[][]> {
-  const manifest = await catalogue(dir, 'acceptance', items, 1000);
-  const { seconds, report, bad } = await measureRun(manifest, path.join(dir, 'out-acceptance'), {
+async function measureAcceptance(dir: string, items: number, width: number, height: number) {
+  const name = `acceptance-${width}`;
+  const manifest = await catalogue(dir, name, items, 1000, [width, height]);
+  const { seconds, report, bad } = await measureRun(manifest, path.join(dir, `out-${name}`), {
     processingMs: 50,
     jitterMs: 20,
     seed: 15,
@@ -101,7 +112,7 @@ async function measureAcceptance(dir: string, items: number): Promise<string[][]
   const badTotal = perKind.reduce((sum, k) => sum + k.n, 0);
   const flaggedTotal = perKind.reduce((sum, k) => sum + k.flagged, 0);
   console.log(
-    `${items} items (${items} distinct 480×360 kitchens), ${badTotal} bad results injected, ${good} good; ` +
+    `${items} items (${items} distinct ${width}×${height} kitchens), ${badTotal} bad results injected, ${good} good; ` +
       `run ${fmt(seconds)} s, ${report.run.totals.needs_review} need review`,
   );
   printTable(
@@ -127,11 +138,15 @@ async function measureAcceptance(dir: string, items: number): Promise<string[][]
   const goodShare = falseAlarms.length / Math.max(1, good);
   rows.push(
     [
-      `≥ 95 % of ${badTotal} bad results flagged with their reason`,
+      `${width}×${height}: ≥ 95 % of ${badTotal} bad results flagged with their reason`,
       `${fmt(100 * badShare, 1)} %`,
       verdict(badShare >= 0.95),
     ],
-    [`≤ 3 % of ${good} good results flagged`, `${fmt(100 * goodShare, 1)} %`, verdict(goodShare <= 0.03)],
+    [
+      `${width}×${height}: ≤ 3 % of ${good} good results flagged`,
+      `${fmt(100 * goodShare, 1)} %`,
+      verdict(goodShare <= 0.03),
+    ],
   );
   return rows;
 }

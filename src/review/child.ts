@@ -1,9 +1,9 @@
 /**
  * The review's own process (started by {@link Reviewer} in `index.ts`): it decodes the source and
- * the result with sharp and compares them (`analyse.ts`). It runs at the lowest priority, every
- * thread of it (its libuv pool and libvips' workers too), so that its work takes only the CPU the
- * run leaves idle and none of the run's own: not its event loop, not the thread pool that serves
- * the run's files and journal.
+ * the result (a small JPEG itself, `decode.ts`; others with sharp) and compares them
+ * (`analyse.ts`). It runs at the lowest priority, every thread of it (its libuv pool and libvips'
+ * workers too), so that its work takes only the CPU the run leaves idle and none of the run's own:
+ * not its event loop, not the thread pool that serves the run's files and journal.
  *
  * Sources are remembered by content hash ({@link SOURCE_MEMO} of them, about 16 KB each, kept as
  * `memo.ts` says): the styles of one photo come in a row, so each photo is decoded once, not once
