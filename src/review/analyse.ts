@@ -93,8 +93,8 @@ export async function signature(input: string | Buffer): Promise<Signature> {
 }
 
 /**
- * Files up to this size are read whole, to see whether they are small JPEGs (one of
- * `decode.ts`'s largest is well under it at any quality); sharp reads larger ones itself.
+ * Files up to this size are read whole, to see whether they are small JPEGs (a JPEG of
+ * `decode.ts`'s largest size is well under it at any quality); sharp reads larger ones itself.
  */
 const SMALL_FILE_BYTES = 1024 * 1024;
 
@@ -274,7 +274,7 @@ function stretch(data: Uint8Array, w: number, h: number, channels: number): Uint
 }
 
 /**
- * One axis's area averaging (see {@link areaSpans}): output cell i of SIDE covers input
+ * One axis's area averaging ({@link stretch}): output cell i of SIDE covers input
  * pixels `from[i]` to `to[i]` (excluded) whole, plus a part (`headWeight`, `tailWeight`, in
  * pixels) of the pixels `head[i]` and `tail[i]` at its two ends; the sum times `scale` is its mean.
  */

@@ -5,7 +5,13 @@
  */
 import { bezkrovnySsim } from 'ssim.js/dist/bezkrovnySsim.js';
 import { describe, expect, it } from 'vitest';
-import { DuplicateIndex, reviewResult, signature, similarity } from '../../src/review/analyse.js';
+import {
+  DuplicateIndex,
+  reviewResult,
+  signature,
+  signatureOfPixels,
+  similarity,
+} from '../../src/review/analyse.js';
 import { BAD_RESULTS, createRng } from '../../src/sandbox/faults.js';
 import { badResult, renderResult } from '../../src/sandbox/images.js';
 import { type KitchenLook, kitchenImage } from '../helpers/images.js';
@@ -75,6 +81,50 @@ describe('result review', () => {
     },
     120_000,
   );
+
+  it('squeezes a rendition of any size and 1 to 4 channels to 64×64 by area averaging', () => {
+    const rng = createRng(3);
+    for (const [width, height, channels] of [
+      [240, 180, 4],
+      [85, 64, 3],
+      [64, 85, 1],
+      [100, 64, 2],
+      [64, 64, 3],
+      [50, 40, 4],
+    ] as const) {
+      const data = Uint8Array.from({ length: width * height * channels }, () => Math.floor(rng() * 256));
+      const { colour, opacity } = signatureOfPixels({ data, width, height, channels });
+      // Each cell's mean, from the overlap of every pixel with it, on the exact grid.
+      const overlap = (p: number, cell: number, size: number) =>
+        Math.max(0, Math.min(p + 1, ((cell + 1) * size) / 64) - Math.max(p, (cell * size) / 64));
+      let worst = 0;
+      for (let cy = 0; cy < 64; cy++) {
+        for (let cx = 0; cx < 64; cx++) {
+          for (let c = 0; c < 3; c++) {
+            let sum = 0;
+            let area = 0;
+            for (
+              let y = Math.floor((cy * height) / 64);
+              y < Math.min(height, Math.ceil(((cy + 1) * height) / 64));
+              y++
+            )
+              for (
+                let x = Math.floor((cx * width) / 64);
+                x < Math.min(width, Math.ceil(((cx + 1) * width) / 64));
+                x++
+              ) {
+                const weight = overlap(x, cx, width) * overlap(y, cy, height);
+                sum += data[(y * width + x) * channels + (channels < 3 ? 0 : c)]! * weight;
+                area += weight;
+              }
+            worst = Math.max(worst, Math.abs(colour[3 * (cy * 64 + cx) + c]! - sum / area));
+          }
+        }
+      }
+      expect(worst, `${width}×${height}×${channels}`).toBeLessThanOrEqual(0.5 + 1e-6);
+      if (channels % 2 === 1) expect(opacity).toBe(1);
+    }
+  });
 
   it('flags a second item whose result is the same image as an earlier one', async () => {
     const index = new DuplicateIndex();
