@@ -17,6 +17,7 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import factory from '@jsquash/jpeg/codec/dec/mozjpeg_dec.js';
+import { jpegFrame } from '../util/image-format.js';
 
 /**
  * Largest image (width × height) decoded here. CPU per signature (decode, rendition, measures),
@@ -106,50 +107,9 @@ interface JpegHeader {
  * it; null otherwise (not a JPEG, another coding, a malformed marker).
  */
 export function jpegHeader(bytes: Uint8Array): JpegHeader | null {
-  if (bytes.length < 4 || bytes[0] !== 0xff || bytes[1] !== 0xd8) return null;
-  let at = 2;
-  while (at + 4 <= bytes.length) {
-    if (bytes[at] !== 0xff) return null;
-    const marker = bytes[at + 1]!;
-    // Fill bytes, and markers without a length (TEM, RSTn).
-    if (marker === 0xff) {
-      at++;
-      continue;
-    }
-    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
-      at += 2;
-      continue;
-    }
-    // Another start, or the end, of an image before any frame.
-    if (marker === 0xd8 || marker === 0xd9) return null;
-    const length = (bytes[at + 2]! << 8) | bytes[at + 3]!;
-    const body = at + 4;
-    if (length < 2 || at + 2 + length > bytes.length) return null;
-    if (marker === 0xe2 && startsWith(bytes, body, ICC_PROFILE)) return null;
-    if (marker === 0xc0 || marker === 0xc1 || marker === 0xc2) {
-      if (length < 8) return null;
-      const precision = bytes[body]!;
-      const height = (bytes[body + 1]! << 8) | bytes[body + 2]!;
-      const width = (bytes[body + 3]! << 8) | bytes[body + 4]!;
-      const components = bytes[body + 5]!;
-      if (precision !== 8 || (components !== 1 && components !== 3) || width === 0 || height === 0)
-        return null;
-      return { width, height };
-    }
-    // Any other frame (lossless, hierarchical, arithmetic coding), or scan data before a frame.
-    if (
-      (marker >= 0xc3 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) ||
-      marker === 0xda
-    )
-      return null;
-    at += 2 + length;
-  }
-  return null;
-}
-
-/** APP2's identifier of an embedded ICC profile. */
-const ICC_PROFILE = [...'ICC_PROFILE\0'].map((c) => c.charCodeAt(0));
-
-function startsWith(bytes: Uint8Array, at: number, prefix: readonly number[]): boolean {
-  return prefix.every((byte, i) => bytes[at + i] === byte);
+  const frame = jpegFrame(bytes);
+  if (!frame || frame.sof > 2 || frame.precision !== 8 || frame.iccProfile) return null;
+  if ((frame.components !== 1 && frame.components !== 3) || frame.width === 0 || frame.height === 0)
+    return null;
+  return { width: frame.width, height: frame.height };
 }

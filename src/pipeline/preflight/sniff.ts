@@ -4,6 +4,7 @@
  * before sharp tells us its size, so the preflight reads the magic bytes itself to say in words
  * what the file is (a text file, a BMP, an HEIC photo) and how big a refused image would have been.
  */
+import { jpegFrame } from '../../util/image-format.js';
 
 /** What the magic bytes say a file is. */
 export type SniffedKind =
@@ -38,8 +39,10 @@ const AVIF_BRANDS = new Set(['avif', 'avis']);
 export function sniff(head: Uint8Array): Sniffed {
   const b = Buffer.from(head.buffer, head.byteOffset, head.byteLength);
   if (b.length === 0) return { kind: 'empty' };
-  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff)
-    return { kind: 'jpeg', ...jpegSize(b) };
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) {
+    const frame = jpegFrame(b);
+    return frame ? { kind: 'jpeg', width: frame.width, height: frame.height } : { kind: 'jpeg' };
+  }
   if (b.length >= 24 && b.subarray(0, 8).equals(PNG_SIGNATURE)) {
     return { kind: 'png', width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
   }
@@ -96,24 +99,6 @@ function isoBrand(b: Buffer): SniffedKind | undefined {
   if (brands.some((brand) => AVIF_BRANDS.has(brand))) return 'avif';
   if (brands.some((brand) => HEIC_BRANDS.has(brand)) || major === 'mif1' || major === 'msf1') return 'heic';
   return undefined;
-}
-
-function jpegSize(b: Buffer): { width?: number; height?: number } {
-  let at = 2;
-  while (at + 9 < b.length) {
-    if (b[at] !== 0xff) return {};
-    const marker = b[at + 1] ?? 0;
-    if (marker === 0xff) {
-      at += 1; // fill byte
-      continue;
-    }
-    // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
-    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
-      return { height: b.readUInt16BE(at + 5), width: b.readUInt16BE(at + 7) };
-    }
-    at += 2 + b.readUInt16BE(at + 2);
-  }
-  return {};
 }
 
 function webpSize(b: Buffer): { width?: number; height?: number } {
