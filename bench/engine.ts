@@ -12,7 +12,10 @@
  * request log by job id). Then the worker mode of issue 13 on the same work: `enqueue`, four `worker
 --until-drained` CLI processes sharing one Redis (redis-server on a free port) and one rate, beside
 one `run` process. `BENCH_ENGINE_SCENARIOS=3,4` runs only those scenarios (default 1,2,3,4,5);
- * `BENCH_KEEP=1` keeps the temporary folder (run.log of each process).
+ * `BENCH_KEEP=1` keeps the temporary folder (run.log of each process). To see how shares behave
+ * over a longer run, or with the key split by hand: `BENCH_SHARED_JOBS=600` (the work of scenarios
+ * [4] and [5]; default 120, a multiple of 4) and `BENCH_SHARED_MAX_RATE=2` (each of scenario [4]'s
+ * four processes gets `--max-rate 2`; its one-process run keeps the whole key).
  *
  * The ideal bound (see {@link idealBound}) is what a perfect client could do with these settings:
  * every job slot busy from submit to the job's end, one poll landing exactly at the end, and the
@@ -596,7 +599,7 @@ function timeline(
 
 /** The shared-key scenario of issue 12: four `--shard` processes on one key, and one process on the same work. */
 const SHARED = {
-  jobs: 120,
+  jobs: sharedJobs(),
   processes: 4,
   processingMs: 4000,
   jitterMs: 1000,
@@ -604,6 +607,28 @@ const SHARED = {
   rps: 8,
   burst: 8,
 } as const;
+
+/** Scenario [4]'s job count: `BENCH_SHARED_JOBS`, a positive multiple of four (default 120, issue 12's figure). */
+function sharedJobs(): number {
+  const value = process.env.BENCH_SHARED_JOBS;
+  if (value === undefined || value === '') return 120;
+  const jobs = Number(value);
+  if (!Number.isInteger(jobs) || jobs <= 0 || jobs % 4 !== 0) {
+    throw new Error(`BENCH_SHARED_JOBS must be a positive multiple of 4, got ${JSON.stringify(value)}`);
+  }
+  return jobs;
+}
+
+/** `--max-rate` for each of scenario [4]'s sharing processes (`BENCH_SHARED_MAX_RATE`), or null. */
+function sharedMaxRate(): number | null {
+  const value = process.env.BENCH_SHARED_MAX_RATE;
+  if (value === undefined || value === '') return null;
+  const rate = Number(value);
+  if (!Number.isFinite(rate) || rate <= 0) {
+    throw new Error(`BENCH_SHARED_MAX_RATE must be a positive number, got ${JSON.stringify(value)}`);
+  }
+  return rate;
+}
 
 /** What one CLI process did, attributed by the job ids in its report. */
 interface ProcessShare {
@@ -646,19 +671,22 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
     `\n[4] one key, ${processes} processes (--shard k/${processes}, ${perShard} items each, concurrency ${CONCURRENCY} each): ` +
       `${jobs} jobs, ${describeService(service)}; then one process on the same work`,
   );
+  const maxRate = sharedMaxRate();
   const runs: Array<KeyRun & { shares: ProcessShare[] }> = [];
   for (const count of [processes, 1]) {
-    const name = count === 1 ? 'ours, 1 process' : `ours, ${count} processes`;
+    const split = count > 1 && maxRate !== null ? ['--max-rate', String(maxRate)] : [];
+    const name =
+      count === 1
+        ? 'ours, 1 process'
+        : `ours, ${count} processes${split.length > 0 ? ` (--max-rate ${maxRate})` : ''}`;
     const measured = await withSandbox(options, async (sandbox) => {
       const started = performance.now();
       const shares = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          runProcess(
-            sandbox,
-            sharedManifest,
-            path.join(dir, `out-shared-${count}-${i + 1}`),
-            count === 1 ? null : `${i + 1}/${count}`,
-          ),
+          runProcess(sandbox, sharedManifest, path.join(dir, `out-shared-${count}-${i + 1}`), [
+            ...(count === 1 ? [] : ['--shard', `${i + 1}/${count}`]),
+            ...split,
+          ]),
         ),
       );
       const seconds = (performance.now() - started) / 1000;
@@ -866,7 +894,7 @@ async function runProcess(
   sandbox: Sandbox,
   manifest: string,
   out: string,
-  shard: string | null,
+  extra: string[],
 ): Promise<ProcessShare> {
   const args = [
     '--import',
@@ -879,7 +907,7 @@ async function runProcess(
     '--concurrency',
     String(CONCURRENCY),
     '--no-progress',
-    ...(shard ? ['--shard', shard] : []),
+    ...extra,
   ];
   const child = spawn(process.execPath, args, {
     cwd: path.dirname(manifest),
@@ -893,7 +921,7 @@ async function runProcess(
   const [exitCode] = (await once(child, 'exit')) as [number | null];
   const report = JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report;
   return {
-    label: shard ?? 'all',
+    label: extra.includes('--shard') ? (extra[extra.indexOf('--shard') + 1] ?? 'all') : 'all',
     exitCode,
     succeeded: report.run.totals.succeeded,
     accepted: 0,
