@@ -608,7 +608,7 @@ const SHARED = {
   burst: 8,
 } as const;
 
-/** Scenario [4]'s job count: `BENCH_SHARED_JOBS`, a positive multiple of four (default 120, issue 12's figure). */
+/** The work of scenarios [4] and [5]: `BENCH_SHARED_JOBS` jobs, a positive multiple of four (default 120, issue 12's figure). */
 function sharedJobs(): number {
   const value = process.env.BENCH_SHARED_JOBS;
   if (value === undefined || value === '') return 120;
