@@ -683,10 +683,13 @@ async function sharedKeyScenario(dir: string, manifest: string): Promise<void> {
       const started = performance.now();
       const shares = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          runProcess(sandbox, sharedManifest, path.join(dir, `out-shared-${count}-${i + 1}`), [
-            ...(count === 1 ? [] : ['--shard', `${i + 1}/${count}`]),
-            ...split,
-          ]),
+          runProcess(
+            sandbox,
+            sharedManifest,
+            path.join(dir, `out-shared-${count}-${i + 1}`),
+            count === 1 ? null : `${i + 1}/${count}`,
+            split,
+          ),
         ),
       );
       const seconds = (performance.now() - started) / 1000;
@@ -894,7 +897,8 @@ async function runProcess(
   sandbox: Sandbox,
   manifest: string,
   out: string,
-  extra: string[],
+  shard: string | null,
+  extra: string[] = [],
 ): Promise<ProcessShare> {
   const args = [
     '--import',
@@ -907,6 +911,7 @@ async function runProcess(
     '--concurrency',
     String(CONCURRENCY),
     '--no-progress',
+    ...(shard ? ['--shard', shard] : []),
     ...extra,
   ];
   const child = spawn(process.execPath, args, {
@@ -921,7 +926,7 @@ async function runProcess(
   const [exitCode] = (await once(child, 'exit')) as [number | null];
   const report = JSON.parse(await readFile(path.join(out, 'report.json'), 'utf8')) as Report;
   return {
-    label: extra.includes('--shard') ? (extra[extra.indexOf('--shard') + 1] ?? 'all') : 'all',
+    label: shard ?? 'all',
     exitCode,
     succeeded: report.run.totals.succeeded,
     accepted: 0,
