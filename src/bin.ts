@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** The `kitchen-batch` executable: process wiring only; everything else is in cli.ts. */
 import sharp from 'sharp';
-import { main } from './cli.js';
+import { main, stopNotice } from './cli.js';
 import { EXIT, InterruptedError } from './errors.js';
 
 // libvips keeps recent operations (up to 50 MB of pixels) in case the same image is processed
@@ -10,16 +10,14 @@ import { EXIT, InterruptedError } from './errors.js';
 sharp.cache(false);
 
 /** Wires process signals: the first asks for a clean stop, the second aborts in-flight requests and exits. */
-function signals(): { signal: AbortSignal; hardSignal: AbortSignal } {
+function signals(argv: readonly string[]): { signal: AbortSignal; hardSignal: AbortSignal } {
   const soft = new AbortController();
   const hard = new AbortController();
   let count = 0;
   const onSignal = (name: NodeJS.Signals) => {
     count++;
     if (count === 1) {
-      process.stderr.write(
-        `\nkitchen-batch: ${name}: finishing in-flight requests and saving state (again to quit at once)\n`,
-      );
+      process.stderr.write(stopNotice(argv, name));
       soft.abort(new InterruptedError(name));
     } else {
       hard.abort(new InterruptedError(name));
@@ -32,8 +30,9 @@ function signals(): { signal: AbortSignal; hardSignal: AbortSignal } {
 }
 
 {
-  const { signal, hardSignal } = signals();
-  const code = await main(process.argv.slice(2), {
+  const argv = process.argv.slice(2);
+  const { signal, hardSignal } = signals(argv);
+  const code = await main(argv, {
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,

@@ -22,6 +22,18 @@ const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<nu
   worker: async (args, deps) => (await import('./commands/worker.js')).workerCommand(args, deps),
 };
 
+/**
+ * The line printed on stderr at the first SIGINT/SIGTERM, in the words of the command it stops: the
+ * sandbox has no requests or state of its own to finish (docs/contract.md#sandbox, #interrupts).
+ */
+export function stopNotice(argv: readonly string[], signal: string): string {
+  const what =
+    argv[0] === 'sandbox'
+      ? 'stopping the sandbox'
+      : 'finishing in-flight requests and saving state (again to quit at once)';
+  return `\nkitchen-batch: ${signal}: ${what}\n`;
+}
+
 /** Runs the CLI; the one place errors become exit codes. */
 export async function main(argv: string[], deps: CommandDeps): Promise<number> {
   const [command, ...rest] = argv;

@@ -76,6 +76,7 @@ const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
   'resume.retryFailed': '--retry-failed',
   'resume.retryAmbiguous': '--retry-ambiguous',
   'resume.verify': '--verify',
+  'resume.manifestRenamed': '--manifest-renamed',
   'output.logLevel': '--log-level',
   'service.baseUrl': '--base-url',
 };
@@ -147,6 +148,7 @@ export interface RunFlagValues {
   'keep-metadata'?: boolean | undefined;
   'max-side'?: string | undefined;
   verify?: boolean | undefined;
+  'manifest-renamed'?: boolean | undefined;
 }
 
 /** Maps `run`'s (and `plan`'s) flags onto run options (unchecked but for the flags' syntax). */
@@ -176,6 +178,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       retryFailed: values['retry-failed'],
       retryAmbiguous: values['retry-ambiguous'],
       verify: values.verify,
+      manifestRenamed: values['manifest-renamed'],
     }),
     output: defined({ logLevel: values['log-level'] }),
     review: defined({

@@ -62,6 +62,17 @@ export class RedisUnreachableError extends KitchenError {
 }
 
 /**
+ * The worker mode's Redis refused the credentials in its URL (a wrong password or user, or none where
+ * one is required): exit 3, as a refused API key. The message names the server with the password
+ * shown as `***`.
+ */
+export class RedisAuthError extends KitchenError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('redis_auth_failed', message, options);
+  }
+}
+
+/**
  * A downloaded result that does not decode as an image (a body cut short without any transport
  * error, or garbage behind valid magic bytes). Local evidence, not a service answer: retried like
  * a failed download, and the item is `incomplete/download_failed` when retries run out.
@@ -98,7 +109,13 @@ export const EXIT = {
 /** Maps any thrown value to its exit code (docs/contract.md#exit-codes). */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof InterruptedError) return EXIT.interrupted;
-  if (error instanceof ServiceRefusedError || error instanceof RedisUnreachableError) return EXIT.service;
+  if (
+    error instanceof ServiceRefusedError ||
+    error instanceof RedisUnreachableError ||
+    error instanceof RedisAuthError
+  ) {
+    return EXIT.service;
+  }
   if (error instanceof PartialRunError) return EXIT.partial;
   if (error instanceof UsageError || error instanceof ManifestError || error instanceof StateError) {
     return EXIT.usage;

@@ -80,6 +80,11 @@ export interface ReportItem {
    * null when it was not reviewed (not succeeded, `--no-review`, or reviewed later by `review`).
    */
   review: { score: number; flags: string[] } | null;
+  /**
+   * Of `submissions`, those sent again while an earlier one's outcome was unknown: more than 0 is a
+   * possible duplicate charge (docs/contract.md#submissions-and-duplicates). Additive, so last.
+   */
+  ambiguous_resends: number;
 }
 
 /** report.json `run.totals` (contract). */
@@ -89,6 +94,7 @@ export interface ReportTotals {
   failed: number;
   rejected: number;
   incomplete: number;
+  /** Items with `ambiguous_resends` > 0: sent again while an earlier send's outcome was unknown. */
   possible_duplicates: number;
   /** Succeeded items whose review flagged something worth a look. */
   needs_review: number;

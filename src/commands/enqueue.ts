@@ -18,10 +18,12 @@ import {
   type QueuedItem,
 } from '../distributed/queue.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
+import { STATES_KEY, type StoredState, stateOfJob } from '../distributed/store.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { fingerprint } from '../pipeline/fingerprint.js';
-import { defaultOutDir } from '../pipeline/options.js';
+import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
+import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { sha256File } from '../util/fs.js';
@@ -42,13 +44,22 @@ export interface EnqueueCounts {
   replaced: number;
   /** Items that had ended incomplete (the queue's failed set), put back to be tried again. */
   retried: number;
+  /** Items whose job had failed at the service, put back to be submitted again (`--retry-failed`). */
+  retried_failed: number;
   rejected: number;
+}
+
+/** Options of {@link enqueueItems}. */
+export interface EnqueueOptions {
+  /** Put back the items whose job failed at the service, to be submitted again. @default false */
+  retryFailed?: boolean;
 }
 
 /** Flags of `enqueue`. */
 export const ENQUEUE_FLAGS = {
   redis: { type: 'string' },
   out: { type: 'string' },
+  'retry-failed': { type: 'boolean' },
   json: { type: 'boolean' },
 } as const;
 
@@ -60,12 +71,17 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
     strict: true,
   });
   if (positionals.length !== 1) {
-    throw new UsageError('usage: kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--json]');
+    throw new UsageError(
+      'usage: kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--retry-failed] [--json]',
+    );
   }
   const manifestPath = positionals[0]!;
   const url = redisUrl(values.redis, deps.env);
+  // The default folder moves aside from a local run of another manifest, as `run`'s does.
   const out =
-    values.out === undefined ? defaultOutDir(deps.cwd, manifestPath) : path.resolve(deps.cwd, values.out);
+    values.out === undefined
+      ? await defaultWorkerOut(deps.cwd, manifestPath, deps.stderr)
+      : path.resolve(deps.cwd, values.out);
   const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
   return withRedis(url, async (connection) => {
@@ -76,8 +92,12 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
       manifest: path.resolve(deps.cwd, manifestPath),
       created_at: new Date().toISOString(),
     });
-    const counts = await enqueueItems(connection, manifest.items(), (item, message) =>
-      deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
+    const counts = await enqueueItems(
+      connection,
+      manifest.items(),
+      (item, message) =>
+        deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
+      { retryFailed: values['retry-failed'] ?? false },
     );
     if (values.json) {
       deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), out, ...counts })}\n`);
@@ -87,6 +107,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
           `${counts.already_queued} already queued, ${counts.already_done} already done` +
           (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
           (counts.retried > 0 ? `, ${counts.retried} retried (had ended incomplete)` : '') +
+          (counts.retried_failed > 0 ? `, ${counts.retried_failed} failed put back (--retry-failed)` : '') +
           (counts.rejected > 0 ? `, ${counts.rejected} rejected (listed above)` : '') +
           '\n',
       );
@@ -104,6 +125,7 @@ export async function enqueueItems(
   connection: Redis,
   items: AsyncIterable<Item>,
   reject: (item: Item, message: string) => void,
+  options: EnqueueOptions = {},
 ): Promise<EnqueueCounts> {
   const queue = openQueue(connection);
   const counts: EnqueueCounts = {
@@ -113,6 +135,7 @@ export async function enqueueItems(
     already_done: 0,
     replaced: 0,
     retried: 0,
+    retried_failed: 0,
     rejected: 0,
   };
   const flush = async (batch: Planned[]) => {
@@ -143,15 +166,16 @@ export async function enqueueItems(
     }
     const answers = (await pipeline.exec()) ?? [];
     const fresh: typeof ready = [];
+    const done: typeof ready = [];
     for (const [i, r] of ready.entries()) {
-      const [[existsError, exists], [doneError, done], [failedError, failed]] = [0, 1, 2].map(
+      const [[existsError, exists], [doneError, doneAt], [failedError, failed]] = [0, 1, 2].map(
         (k) => answers[3 * i + k] ?? [null, null],
       ) as [[Error | null, unknown], [Error | null, unknown], [Error | null, unknown]];
       if (existsError || doneError || failedError) throw existsError ?? doneError ?? failedError;
       if (exists === 0) {
         fresh.push(r);
-      } else if (done !== null) {
-        counts.already_done++;
+      } else if (doneAt !== null) {
+        done.push(r);
       } else if (failed !== null) {
         // Enqueueing again is the worker mode's rerun: an item that ended incomplete is tried again,
         // and one whose outcome was unknown is sent again (docs/contract.md#worker-mode).
@@ -164,6 +188,20 @@ export async function enqueueItems(
       } else {
         counts.already_queued++;
       }
+    }
+    const putBack = options.retryFailed ? await failedAtService(connection, done) : new Set<string>();
+    for (const r of done) {
+      if (!putBack.has(r.jobId)) {
+        counts.already_done++;
+        continue;
+      }
+      // --retry-failed: the worker submits it again (as `run --retry-failed` does), once.
+      const job = await queue.getJob(r.jobId);
+      if (job) {
+        await job.updateData({ ...job.data, retryFailed: true });
+        await job.retry('completed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      }
+      counts.retried_failed++;
     }
     if (fresh.length > 0) {
       // An item whose row or image changed has a new job id: its old job, if still waiting, goes.
@@ -206,6 +244,22 @@ export async function enqueueItems(
   }
 }
 
+/** The job ids among `done` whose item failed at the service (its state, written for that job, says `failed`). */
+async function failedAtService(
+  connection: Redis,
+  done: ReadonlyArray<{ jobId: string; data: QueuedItem }>,
+): Promise<Set<string>> {
+  if (done.length === 0) return new Set();
+  const texts = await connection.hmget(STATES_KEY, ...done.map((r) => r.data.id));
+  const failed = new Set<string>();
+  for (const [i, text] of texts.entries()) {
+    const r = done[i]!;
+    const state = text ? (JSON.parse(text) as StoredState) : null;
+    if (state?.phase === 'failed' && stateOfJob(state, r.jobId, r.data.fp)) failed.add(r.jobId);
+  }
+  return failed;
+}
+
 /** An item planned: its job, or why it cannot be queued. */
 type Planned = { jobId: string; data: QueuedItem } | { item: Item; error: string };
 
@@ -234,4 +288,29 @@ async function planItem(item: Item): Promise<Planned> {
       line: item.source.line,
     },
   };
+}
+
+/**
+ * The default output folder of a worker run (docs/contract.md#output-folder): `output/<stem>`, or
+ * `output/<file name>` when a `run` of another manifest holds `output/<stem>` (its journal tells).
+ */
+async function defaultWorkerOut(
+  cwd: string,
+  manifest: string,
+  stderr: CommandDeps['stderr'],
+): Promise<string> {
+  const settled = await settleOutDir(
+    {
+      cwd,
+      manifest,
+      outDir: defaultOutDir(cwd, manifest),
+      outFallback: fallbackOutDir(cwd, manifest),
+      manifestRenamed: false,
+      renamable: false,
+    },
+    readLastRun,
+    (last) => last,
+  );
+  if (settled.note) stderr.write(`warning: ${settled.note}\n`);
+  return settled.dir;
 }

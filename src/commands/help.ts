@@ -23,7 +23,10 @@ const SERVICE: Array<[string, string]> = [
 ];
 
 const RUN_OPTIONS: Array<[string, string]> = [
-  ['--out DIR', 'output folder (default output/<manifest name>)'],
+  [
+    '--out DIR',
+    "output folder (default output/<manifest name>, or output/<manifest file name> when that holds another manifest's run)",
+  ],
   ['--concurrency N', 'jobs in flight (default 8)'],
   ['--retry-failed', 'resubmit items whose job failed in an earlier run'],
   ['--retry-ambiguous', 'resend submissions whose outcome is unknown (possible duplicate charge)'],
@@ -42,6 +45,10 @@ const RUN_OPTIONS: Array<[string, string]> = [
   ['--strip-metadata', '(the default now; accepted for old scripts)'],
   ['--max-side PX', 'longest side of an uploaded image (default 4096)'],
   ['--verify', 'hash every finished result on resume (default: size and mtime)'],
+  [
+    '--manifest-renamed',
+    "continue the output folder's run with this manifest although its last run was of another manifest file (renamed, moved or converted)",
+  ],
   [
     '--no-review',
     'skip the review of each result against its source (on by default; flags results worth a look)',
@@ -131,15 +138,19 @@ const PAGES: Record<string, CommandPage> = {
   },
   enqueue: {
     brief: "worker mode: queue the manifest's new items in Redis",
-    usage: 'kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--json]',
+    usage: 'kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--retry-failed] [--json]',
     summary:
       'Worker mode: plans the manifest once and queues one job per new item in Redis (BullMQ). Enqueueing again adds only what is new and puts back what ended incomplete.',
     options: [
       ['--redis URL', 'the Redis to queue in (or KITCHEN_REDIS_URL)'],
       ['--out DIR', 'the shared output folder every worker writes to (default output/<manifest name>)'],
+      ['--retry-failed', 'put back the items whose job failed at the service: the workers submit them again'],
       ['--json', 'print the counts as one JSON object'],
     ],
-    examples: ['kitchen-batch enqueue catalogue.csv --redis redis://redis:6379/0 --out /shared/out'],
+    examples: [
+      'kitchen-batch enqueue catalogue.csv --redis redis://redis:6379/0 --out /shared/out',
+      'kitchen-batch enqueue catalogue.csv --redis redis://redis:6379/0 --retry-failed',
+    ],
   },
   status: {
     brief: 'worker mode: items by state, shared rate, workers',
@@ -161,7 +172,7 @@ const PAGES: Record<string, CommandPage> = {
       ['--concurrency N', 'items this worker holds at once (default 8)'],
       [
         '--until-drained',
-        'exit once nothing is left in the queue (a Kubernetes Job); default: wait for more',
+        "exit 0 once nothing is left in the queue, whatever the items' outcomes (a Kubernetes Job); default: wait for more",
       ],
       ['--max-rate R', 'cap the shared request rate at R requests per second'],
       [
@@ -253,10 +264,20 @@ export function commandSuggestion(typed: string): string {
  * A parse error of node's `parseArgs` in our words: the option named, the closest real one, and
  * where the command's options are listed.
  */
+/** Options a user reaches for on one command that another command takes, and where they go. */
+const ELSEWHERE: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  worker: {
+    '--retry-failed':
+      'in worker mode the failed items are put back in the queue by `kitchen-batch enqueue <manifest> --retry-failed`, and the workers submit them again',
+  },
+};
+
 export function parseErrorMessage(command: string, error: Error & { code?: string }): string {
   const quoted = /'(-[^' ]+)/.exec(error.message)?.[1];
   const pointer = `(kitchen-batch help ${command} lists its options)`;
   if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && quoted) {
+    const elsewhere = ELSEWHERE[command]?.[quoted];
+    if (elsewhere) return `unknown option ${quoted} for ${command}: ${elsewhere}\n${pointer}`;
     const [best] = suggestStyles(
       quoted.replace(/^-+/, ''),
       optionNames(command).map((n) => n.slice(2)),

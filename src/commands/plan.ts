@@ -3,6 +3,7 @@ import { flagLabel } from '../config.js';
 import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, openManifest } from '../manifest/index.js';
 import { resolvePlanOptions } from '../pipeline/options.js';
+import { settleOutDir } from '../pipeline/out-dir.js';
 import { type Decision, decide } from '../pipeline/plan.js';
 import { createPreflighter, describePreflight } from '../pipeline/preflight/index.js';
 import { inShard } from '../pipeline/shard.js';
@@ -37,7 +38,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   // The same flags as `run`, checked the same way: `plan` is the run stopped before submitting.
   const { input, values } = parseRunArgs(args, 'plan', deps);
   const options = resolvePlanOptions(input, flagLabel);
-  const { outDir, manifest: manifestPath } = options;
+  const { manifest: manifestPath } = options;
   const { shard, maxSubmissions } = options.limits;
   const manifest = await openManifest(manifestPath, {
     cwd: deps.cwd,
@@ -45,7 +46,15 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
   const styles = await fetchStyleKeys(values, deps);
-  const { fold } = await loadJournal(path.join(outDir, 'journal.jsonl'), { repair: false });
+  // The folder `run` would take (the default moves aside from another manifest's run; `--out` of one
+  // is refused), read without its lock.
+  const settled = await settleOutDir(
+    { ...options, manifestRenamed: options.resume.manifestRenamed },
+    async (dir) => (await loadJournal(path.join(dir, 'journal.jsonl'), { repair: false })).fold,
+    (fold) => fold.last,
+  );
+  const { dir: outDir, opened: fold } = settled;
+  if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
   const preflighter = createPreflighter(options.preflight);
   const spool = await Spool.create('kitchen-batch-plan-');
   const summary = new PlanSummary();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
+import { WORKER_HINTS } from '../report/html/hints.js';
 import { writeReports } from '../report/write.js';
 import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
@@ -135,6 +136,7 @@ async function redisReport(
     const written = await writeReports(outDir, await redisReportSource(redis, meta), {
       html: !values['no-html'],
       manifestDir: path.dirname(meta.manifest),
+      hints: WORKER_HINTS,
     });
     return finish(written.run, outDir, values.json ?? false, deps);
   });

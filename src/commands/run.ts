@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { flagLabel, runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
+import { checkManifestFile } from '../manifest/index.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
@@ -26,6 +27,7 @@ export const RUN_FLAGS = {
   'keep-metadata': { type: 'boolean' },
   'max-side': { type: 'string' },
   verify: { type: 'boolean' },
+  'manifest-renamed': { type: 'boolean' },
   verbose: { type: 'boolean', short: 'v' },
   review: { type: 'boolean' },
   'no-review': { type: 'boolean' },
@@ -76,6 +78,8 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     },
     flagLabel,
   );
+  // A manifest that is not there is the cause to name, not the service that is not set up yet.
+  await checkManifestFile(options.manifest, options.cwd);
   const service = (await serviceTarget(values, deps, true))!;
   try {
     const target = { baseUrl: service.baseUrl, apiKey: service.apiKey };
@@ -109,7 +113,7 @@ export function summary(result: RunResult, json: boolean, sandbox: boolean): str
   const { doneEarlier, submittedNow } = result.resumed;
   const lines = [
     `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete` +
-      `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charges` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
+      `${t.possible_duplicates ? `, ${t.possible_duplicates} possible duplicate charge${t.possible_duplicates === 1 ? '' : 's'}` : ''} (${seconds} s${sandbox ? ', sandbox' : ''})`,
   ];
   if (t.needs_review > 0) {
     lines.push(

@@ -1,13 +1,15 @@
 /**
- * `kitchen-batch status --redis URL` (docs/contract.md#worker-mode): the worker run's items by state,
- * and the workers Redis has seen.
+ * `kitchen-batch status --redis URL` (docs/contract.md#worker-mode): the worker run's items by queue
+ * state and by outcome, the shared rate, and the workers connected, by name.
  */
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { openQueue, readRunMeta } from '../distributed/queue.js';
 import { readSharedRate } from '../distributed/rate.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
+import { reportRows } from '../distributed/report.js';
 import { UsageError } from '../errors.js';
+import type { ItemStatus } from '../types.js';
 import type { CommandDeps } from './common.js';
 
 /** The states `status` counts, in BullMQ's words. */
@@ -46,13 +48,13 @@ async function report(
 ): Promise<number> {
   const meta = await readRunMeta(connection);
   const counts = await queue.getJobCounts(...STATES);
-  const workers = await queue.getWorkers();
-  const seen = workers.map((w) => w.name || w.addr || w.id).filter(Boolean);
+  const seen = workerNames(await queue.getWorkers());
   const total = STATES.reduce((n, state) => n + (counts[state] ?? 0), 0);
+  const outcomes = await itemOutcomes(connection);
   const rate = await readSharedRate(connection);
   if (json) {
     deps.stdout.write(
-      `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, rate, workers: seen })}\n`,
+      `${JSON.stringify({ redis: redactUrl(url), out: meta?.out ?? null, items: total, counts, outcomes, rate, workers: seen })}\n`,
     );
     return 0;
   }
@@ -65,6 +67,10 @@ async function report(
   deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
   const parts = STATES.filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
   deps.stdout.write(`items: ${total}: ${parts.join(', ') || 'none'}\n`);
+  deps.stdout.write(
+    `outcomes: ${outcomes.succeeded} succeeded, ${outcomes.failed} failed, ${outcomes.rejected} rejected, ` +
+      `${outcomes.incomplete} incomplete\n`,
+  );
   deps.stdout.write(
     rate
       ? `rate: ${rate.rate.toFixed(2)} requests/s shared by the workers` +
@@ -79,4 +85,30 @@ async function report(
     `workers: ${seen.length === 0 ? 'none connected' : `${seen.length} (${seen.join(', ')})`}\n`,
   );
   return 0;
+}
+
+/**
+ * The items by outcome, as `report --redis` would list them (an item no worker has ended yet is
+ * incomplete): read page by page, so a catalogue of 10^6 items costs time, not memory.
+ */
+async function itemOutcomes(connection: Redis): Promise<Record<ItemStatus, number>> {
+  const outcomes: Record<ItemStatus, number> = { succeeded: 0, failed: 0, rejected: 0, incomplete: 0 };
+  for await (const item of reportRows(connection)) outcomes[item.status]++;
+  return outcomes;
+}
+
+/**
+ * The workers' names (`--name`): BullMQ names a worker's connection `<prefix>:<queue in base64>:w:<name>`
+ * (CLIENT SETNAME) and reports the queue's name in place of it; a connection without a name (another
+ * BullMQ client) shows as its address.
+ */
+export function workerNames(workers: ReadonlyArray<Record<string, string>>): string[] {
+  return workers
+    .map((w) => {
+      const raw = w.rawname ?? '';
+      const at = raw.indexOf(':w:');
+      return at >= 0 ? raw.slice(at + 3) : (w.addr ?? w.id ?? '');
+    })
+    .filter((name) => name !== '')
+    .sort();
 }

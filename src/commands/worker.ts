@@ -34,8 +34,10 @@ export const WORKER_FLAGS = {
 } as const;
 
 /**
- * Exit 0 when every item this worker finished succeeded, 1 when some did not, 130 when a signal
- * stopped it (its items handed back), 2/3 as for `run`.
+ * Exit 0 when the worker did its job (with `--until-drained`: the queue is drained), whatever the
+ * items' outcomes: they are the run's, in `report --redis` (exit 1 when not every item succeeded)
+ * and `status`. Non-zero only for the worker's own faults: 130 when a signal stopped it (its items
+ * handed back), 2 for usage, 3 as for `run` (key refused, service unreachable, Redis unreachable).
  */
 export async function workerCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -66,9 +68,12 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {
-    throw new UsageError(
-      'the worker needs the service: set KITCHEN_API_BASE_URL and KITCHEN_API_KEY (or --base-url and --api-key-file)',
-    );
+    // Name exactly what is missing, each with its flag.
+    const missing = [
+      ...(config.baseUrl ? [] : ['the service URL (set KITCHEN_API_BASE_URL or pass --base-url)']),
+      ...(config.apiKey ? [] : ['the API key (set KITCHEN_API_KEY or pass --api-key-file)']),
+    ];
+    throw new UsageError(`the worker needs ${missing.join(' and ')}`);
   }
   const say = (line: string) => {
     if (!values.json) deps.stderr.write(`${line}\n`);
@@ -99,9 +104,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
     onEvent: (event) => say(describe(event)),
   });
   deps.stdout.write(summaryLine(summary, values.json ?? false));
-  if (summary.interrupted) return EXIT.interrupted;
-  const c = summary.counts;
-  return c.failed + c.rejected + c.incomplete > 0 ? 1 : 0;
+  return summary.interrupted ? EXIT.interrupted : EXIT.ok;
 }
 
 function describe(event: WorkerEvent): string {

@@ -46,6 +46,11 @@ export interface QueuedItem {
    * (as a rerun of `run` does), once.
    */
   resend?: boolean;
+  /**
+   * Set by `enqueue --retry-failed` when it puts back an item whose job failed at the service: the
+   * worker submits it again (as `run --retry-failed` does), once.
+   */
+  retryFailed?: boolean;
 }
 
 /** The run every worker of this Redis database works for. */

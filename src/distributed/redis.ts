@@ -4,7 +4,7 @@
  * names the server (never its password).
  */
 import { Redis } from 'ioredis';
-import { RedisUnreachableError, UsageError } from '../errors.js';
+import { RedisAuthError, RedisUnreachableError, UsageError } from '../errors.js';
 
 /** How long a command waits for Redis to answer before it gives up (exit 3). */
 const CONNECT_TIMEOUT_MS = 5000;
@@ -49,8 +49,40 @@ export interface OpenRedisOptions {
 }
 
 /**
- * Connects and PINGs. A Redis that cannot be reached within the deadline is a
- * {@link RedisUnreachableError} (exit 3) naming the server; the half-open client is closed.
+ * Why Redis refused the connection's credentials, from the reply ioredis reports (its AUTH, or the
+ * first command when none was sent), or undefined when the failure is not about credentials.
+ */
+function credentialRefusal(error: unknown, url: string): RedisAuthError | undefined {
+  const message = (error as { message?: unknown } | undefined)?.message;
+  if (typeof message !== 'string') return undefined;
+  const where = `Redis at ${redactUrl(url)}`;
+  const fix = 'in --redis or KITCHEN_REDIS_URL';
+  // Redis 6+ answers WRONGPASS; Redis 5 and older "ERR invalid password".
+  if (/^WRONGPASS\b|^ERR invalid (password|username-password)/.test(message)) {
+    return new RedisAuthError(
+      `${where} refused the password (WRONGPASS): check the user and password ${fix}`,
+      { cause: error },
+    );
+  }
+  if (/^NOAUTH\b/.test(message)) {
+    return new RedisAuthError(
+      `${where} requires a password (NOAUTH): give it in the URL, redis://:PASSWORD@host:port (or redis://USER:PASSWORD@host:port), ${fix}`,
+      { cause: error },
+    );
+  }
+  if (/^NOPERM\b/.test(message)) {
+    return new RedisAuthError(
+      `${where} does not let this user run the commands the worker mode needs (NOPERM): use another user ${fix}`,
+      { cause: error },
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Connects and PINGs. Credentials that Redis refuses are a {@link RedisAuthError} (exit 3) saying so;
+ * a Redis that cannot be reached within the deadline is a {@link RedisUnreachableError} (exit 3).
+ * Both name the server, never its password; the half-open client is closed.
  */
 export async function openRedis(url: string, options: OpenRedisOptions = {}): Promise<Redis> {
   const timeoutMs = options.timeoutMs ?? CONNECT_TIMEOUT_MS;
@@ -66,8 +98,12 @@ export async function openRedis(url: string, options: OpenRedisOptions = {}): Pr
   client.on('ready', () => {
     everReady = true;
   });
-  // An error event without a listener would crash the process; the command reports it instead.
-  client.on('error', () => {});
+  // An error event without a listener would crash the process; the command reports it instead. A
+  // refused AUTH reaches us only here: the connection then closes and connect() just says so.
+  let refused: RedisAuthError | undefined;
+  client.on('error', (error: unknown) => {
+    refused ??= credentialRefusal(error, url);
+  });
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
@@ -79,6 +115,8 @@ export async function openRedis(url: string, options: OpenRedisOptions = {}): Pr
     return client;
   } catch (error) {
     client.disconnect();
+    refused ??= credentialRefusal(error, url);
+    if (refused) throw refused;
     const reason = (error as { code?: string; message?: string }).code ?? (error as Error).message;
     throw new RedisUnreachableError(`cannot reach Redis at ${redactUrl(url)} (${reason})`, { cause: error });
   } finally {

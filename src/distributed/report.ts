@@ -7,11 +7,16 @@ import type { Redis } from 'ioredis';
 import type { RunInfo } from '../report/build.js';
 import { reportItem, unplannedItem } from '../report/build.js';
 import type { ReportSource } from '../report/write.js';
-import type { ItemState } from '../state/state.js';
 import type { ReportItem } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
 import { ITEMS_KEY, ORDER_KEY, openQueue, type QueuedItem, type RunMeta, SERVICE_KEY } from './queue.js';
-import { STATES_KEY } from './store.js';
+import { STATES_KEY, type StoredState, stateOfJob } from './store.js';
+
+/** An enqueued item no worker has planned yet. */
+const UNREACHED = {
+  code: 'not_submitted',
+  message: 'no worker has reached it yet; start a worker (kitchen-batch worker --redis URL)',
+};
 
 /** Items read from Redis at once. */
 const PAGE = 1000;
@@ -24,10 +29,11 @@ export async function redisReportSource(redis: Redis, meta: RunMeta): Promise<Re
     started_at: meta.created_at,
     finished_at: isoWithOffset(),
   };
-  return { info, rows: () => rows(redis) };
+  return { info, rows: () => reportRows(redis) };
 }
 
-async function* rows(redis: Redis): AsyncGenerator<ReportItem> {
+/** Every enqueued item's report row, in the order of its first enqueue, read a page at a time. */
+export async function* reportRows(redis: Redis): AsyncGenerator<ReportItem> {
   const queue = openQueue(redis);
   try {
     for (let start = 0; ; start += PAGE) {
@@ -45,14 +51,18 @@ async function* rows(redis: Redis): AsyncGenerator<ReportItem> {
       for (const [i, id] of ids.entries()) {
         const queued = data[i];
         const text = states[i];
-        const state = text ? (JSON.parse(text) as ItemState) : null;
-        // A state of an older fingerprint belongs to the item before its row or image changed.
-        if (state && (!queued || state.fp === queued.fp)) yield reportItem(state);
-        else if (queued)
-          yield unplannedItem({ id, image: queued.image, module: queued.module, style: queued.style });
+        const state = text ? (JSON.parse(text) as StoredState) : null;
+        // A state written for an older job belongs to the item before its row or image changed.
+        if (state && (!queued || stateOfJob(state, jobIds[i]!, queued.fp))) yield reportItem(state);
+        else if (queued) yield unreached(id, queued);
       }
     }
   } finally {
     await queue.close();
   }
+}
+
+/** The row of an item no worker has reached. */
+function unreached(id: string, queued: QueuedItem): ReportItem {
+  return unplannedItem({ id, image: queued.image, module: queued.module, style: queued.style }, UNREACHED);
 }

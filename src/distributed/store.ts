@@ -13,8 +13,16 @@ import type { ItemRecord } from '../state/records.js';
 import { applyRecord, type ItemState, newItemState } from '../state/state.js';
 import { QUEUE_NAME } from './queue.js';
 
-/** Item id → its state as JSON. */
+/** Item id → its state as JSON ({@link StoredState}). */
 export const STATES_KEY = 'kitchen-batch:states';
+
+/**
+ * An item's state as Redis keeps it: the folded state, and the queued job it was written for. The
+ * report matches a state to the item's current job by it, not by fingerprint alone: a worker that
+ * rejects a row (an unknown style) or finds the image changed since `enqueue` plans the item under
+ * another fingerprint than the one the job was queued with, and its outcome is still this job's.
+ */
+export type StoredState = ItemState & { queued?: string };
 
 /** Writes the state only while the job's lock is ours. */
 const PUT = `
@@ -40,7 +48,14 @@ export function lockKey(jobId: string): string {
 /** Reads an item's state, if any worker has written it. */
 export async function loadState(redis: Redis, id: string): Promise<ItemState | undefined> {
   const text = await redis.hget(STATES_KEY, id);
-  return text ? (JSON.parse(text) as ItemState) : undefined;
+  if (!text) return undefined;
+  const { queued: _, ...state } = JSON.parse(text) as StoredState;
+  return state;
+}
+
+/** Whether a stored state is the outcome of the queued job `jobId` (of fingerprint `fp`). */
+export function stateOfJob(state: StoredState, jobId: string, fp: string): boolean {
+  return state.queued === jobId || state.fp === fp;
 }
 
 /**
@@ -50,18 +65,18 @@ export async function loadState(redis: Redis, id: string): Promise<ItemState | u
  */
 export class JobStore implements StageStore {
   readonly #redis: FencedRedis;
-  readonly #lock: string;
+  readonly #jobId: string;
   readonly #token: string;
   #state: ItemState | undefined;
 
   /**
-   * @param lock the job's lock key, and `token` the lock's value this worker holds ('' for none:
-   *   writes are not fenced, for tools that rebuild state)
+   * @param jobId the queued job the item is held under, and `token` its lock's value this worker
+   *   holds ('' for none: writes are not fenced, for tools that rebuild state)
    */
-  constructor(redis: Redis, lock: string, token: string, state: ItemState | undefined) {
+  constructor(redis: Redis, jobId: string, token: string, state: ItemState | undefined) {
     if (!('kbPut' in redis)) redis.defineCommand('kbPut', { numberOfKeys: 2, lua: PUT });
     this.#redis = redis as FencedRedis;
-    this.#lock = lock;
+    this.#jobId = jobId;
     this.#token = token;
     this.#state = state;
   }
@@ -104,12 +119,13 @@ export class JobStore implements StageStore {
   }
 
   async #put(state: ItemState): Promise<void> {
+    const stored: StoredState = { ...state, queued: this.#jobId };
     const written = await this.#redis.kbPut(
       STATES_KEY,
-      this.#lock,
+      lockKey(this.#jobId),
       this.#token,
       state.id,
-      JSON.stringify(state),
+      JSON.stringify(stored),
     );
     if (written !== 1) throw new LockLostError(state.id);
   }

@@ -34,7 +34,7 @@ import { sleep } from '../util/time.js';
 import { openQueue, QUEUE_NAME, type QueuedItem, readRunMeta, SERVICE_KEY } from './queue.js';
 import { SharedRate } from './rate.js';
 import { openRedis, redactUrl } from './redis.js';
-import { JobStore, LockLostError, loadState, lockKey } from './store.js';
+import { JobStore, LockLostError, loadState } from './store.js';
 
 /** Options of {@link runWorker}. */
 export interface WorkerOptions {
@@ -340,7 +340,7 @@ class ItemProcessor {
     const data = job.data;
     if (shared.stop.aborted) return this.#handBack(job, token);
     const item = checkStyle(itemOf(data), this.#deps.styles);
-    const store = new JobStore(redis, lockKey(job.id!), token, await loadState(redis, data.id));
+    const store = new JobStore(redis, job.id!, token, await loadState(redis, data.id));
     const ctx: StageContext = { ...shared, store };
     let outcome: Outcome;
     this.#stores.set(data.id, store);
@@ -350,7 +350,7 @@ class ItemProcessor {
         preflighter: this.#deps.preflighter,
         state: known,
         outDir: this.#deps.outDir,
-        retryFailed: false,
+        retryFailed: data.retryFailed === true,
         verify: false,
         signal: shared.stop,
       });
@@ -394,7 +394,9 @@ class ItemProcessor {
             };
             break;
           }
-          if (data.resend) await job.updateData({ ...data, resend: false });
+          // Sent again once: a later try of this job (a transient fault) goes on from its state.
+          if (data.resend || data.retryFailed)
+            await job.updateData({ ...data, resend: false, retryFailed: false });
           outcome = await submitItem(ctx, item, state, decision.upload, { retryAmbiguous: false });
           if (outcome.kind === 'accepted') {
             logger.info({ event: 'accepted', item: item.id, job_id: outcome.jobId }, 'job accepted');

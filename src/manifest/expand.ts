@@ -10,7 +10,7 @@ import { type Item, MODULES, type ModuleId } from '../types.js';
 import { safeId } from '../util/ids.js';
 import { jsonTypeName } from './json.js';
 import { formatJsonProblem, parseJson } from './json-text.js';
-import type { RawRow, Warn } from './row.js';
+import type { Field, RawRow, Warn } from './row.js';
 
 type Rejection = NonNullable<Item['rejection']>;
 
@@ -66,17 +66,41 @@ function parseStyles(value: unknown): string[] | string {
   return styles;
 }
 
+/** The one module a field is for; the other fields are for every module. */
+const FIELD_MODULE: Partial<Record<Field, ModuleId>> = {
+  style: 'change-style',
+  prompt: 'change-style',
+  configuration: 'kitchen-configurator',
+};
+
+/**
+ * The row's fields without the defaults its module does not take: a default `style` in a mixed
+ * manifest is for its change-style rows, not a fault of its kitchen-configurator rows
+ * (docs/contract.md#manifest). A field the row sets itself is kept, and refused when it does not fit.
+ */
+function applicableFields(row: RawRow, module: string): RawRow['fields'] {
+  if (!row.defaulted || !isModule(module)) return row.fields;
+  const fields = { ...row.fields };
+  for (const name of row.defaulted) {
+    const only = FIELD_MODULE[name];
+    if (only !== undefined && only !== module) delete fields[name];
+  }
+  return fields;
+}
+
 /** Type-checks a row's fields against the manifest format (docs/contract.md#manifest). */
 function checkRow(row: RawRow, warn: Warn): CheckedRow {
-  const f = row.fields;
+  let f = row.fields;
   const out: CheckedRow = { module: 'change-style', styles: [] };
-  const reject = (code: Rejection['code'], message: string) => {
-    out.rejection ??= { code, message };
+  // `field`: the field at fault; when its value came from `defaults` the message says so.
+  const reject = (code: Rejection['code'], message: string, field?: Field) => {
+    const origin = field && row.defaulted?.includes(field) ? `; the ${field} came from "defaults"` : '';
+    out.rejection ??= { code, message: `${message}${origin}` };
   };
 
   if (typeof f.image === 'string' && f.image.trim() !== '') out.image = f.image.trim();
   else if (f.image === undefined || typeof f.image === 'string') reject('invalid_item', 'image is missing');
-  else reject('invalid_item', `image must be a path or glob (got ${jsonTypeName(f.image)})`);
+  else reject('invalid_item', `image must be a path or glob (got ${jsonTypeName(f.image)})`, 'image');
 
   if (typeof f.module === 'string' && f.module.trim() !== '') out.module = f.module.trim();
   else if (f.module !== undefined && typeof f.module !== 'string') out.module = JSON.stringify(f.module);
@@ -84,20 +108,22 @@ function checkRow(row: RawRow, warn: Warn): CheckedRow {
     reject(
       'invalid_item',
       `module ${JSON.stringify(out.module)} is unknown; use one of ${MODULES.join(', ')}`,
+      'module',
     );
   }
+  f = applicableFields(row, out.module);
 
   if (typeof f.id === 'string' || typeof f.id === 'number') {
     const id = String(f.id).trim();
     if (id !== '') out.id = id;
   } else if (f.id !== undefined) {
-    reject('invalid_item', `id must be a string (got ${jsonTypeName(f.id)})`);
+    reject('invalid_item', `id must be a string (got ${jsonTypeName(f.id)})`, 'id');
   }
 
   if (f.style !== undefined) {
     const styles = parseStyles(f.style);
     if (typeof styles === 'string') {
-      reject('invalid_item', styles);
+      reject('invalid_item', styles, 'style');
     } else {
       const unique = [...new Set(styles)];
       if (unique.length < styles.length)
@@ -111,14 +137,22 @@ function checkRow(row: RawRow, warn: Warn): CheckedRow {
     reject('invalid_item', 'style is empty; module change-style needs a style key');
   }
   if (out.module === 'kitchen-configurator' && out.styles.length > 0) {
-    reject('invalid_item', 'style is for module change-style only; kitchen-configurator takes no style');
+    reject(
+      'invalid_item',
+      'style is for module change-style only; kitchen-configurator takes no style',
+      'module',
+    );
   }
 
   if (f.prompt !== undefined) {
     if (typeof f.prompt !== 'string')
-      reject('invalid_item', `prompt must be text (got ${jsonTypeName(f.prompt)})`);
+      reject('invalid_item', `prompt must be text (got ${jsonTypeName(f.prompt)})`, 'prompt');
     else if (out.module === 'kitchen-configurator') {
-      reject('invalid_item', 'prompt is for module change-style only; kitchen-configurator takes no prompt');
+      reject(
+        'invalid_item',
+        'prompt is for module change-style only; kitchen-configurator takes no prompt',
+        'module',
+      );
     } else out.prompt = f.prompt;
   }
 
@@ -127,6 +161,7 @@ function checkRow(row: RawRow, warn: Warn): CheckedRow {
       reject(
         'invalid_item',
         'configuration is for module kitchen-configurator only; change-style takes no configuration',
+        'module',
       );
     }
     let value: unknown = f.configuration;
@@ -140,6 +175,7 @@ function checkRow(row: RawRow, warn: Warn): CheckedRow {
         reject(
           'invalid_configuration',
           `configuration is not valid JSON: ${formatJsonProblem(result.problem)}`,
+          'configuration',
         );
       }
     }
@@ -147,7 +183,11 @@ function checkRow(row: RawRow, warn: Warn): CheckedRow {
       if (isPlainObject(value)) {
         if (out.module !== 'change-style') out.configuration = value;
       } else {
-        reject('invalid_configuration', `configuration is not a JSON object (got ${jsonTypeName(value)})`);
+        reject(
+          'invalid_configuration',
+          `configuration is not a JSON object (got ${jsonTypeName(value)})`,
+          'configuration',
+        );
       }
     }
   }

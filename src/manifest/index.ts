@@ -4,6 +4,7 @@
  * the manifest unreadable is a {@link ManifestError} (exit 2, nothing submitted); a problem of one
  * row only rejects that row's items.
  */
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { formatPosition, ManifestError } from '../errors.js';
 import type { Item } from '../types.js';
@@ -44,6 +45,36 @@ function formatOf(file: string): Format | undefined {
   if (ext === '.json') return 'json';
   if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
   return undefined;
+}
+
+/** The manifest's format by its extension; any other extension is a manifest error. */
+function formatOrRefuse(file: string): Format {
+  const format = formatOf(file);
+  if (format === undefined) {
+    throw new ManifestError(
+      { file },
+      `unsupported manifest type ${JSON.stringify(path.extname(file) || '(no extension)')}; use .csv, .json, .jsonl or .ndjson`,
+    );
+  }
+  return format;
+}
+
+/**
+ * Checks, without reading it, that the manifest `file` (resolved against `cwd`) is of a type a reader
+ * takes and can be opened: a command says that first, before it looks for a service, so a wrong
+ * path is not reported as a missing key (docs/contract.md#manifest).
+ *
+ * @throws ManifestError naming the file, as the readers do.
+ */
+export async function checkManifestFile(file: string, cwd: string = process.cwd()): Promise<void> {
+  formatOrRefuse(file);
+  try {
+    await (await open(path.resolve(cwd, file), 'r')).close();
+  } catch (error) {
+    throw new ManifestError({ file }, `cannot read the manifest: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
 }
 
 /** The rows of the manifest, streamed where the format allows it. */
@@ -166,13 +197,7 @@ export interface Manifest {
  *   duplicate header, or two items share an id (the message names file and line).
  */
 export async function openManifest(file: string, options: OpenManifestOptions = {}): Promise<Manifest> {
-  const format = formatOf(file);
-  if (format === undefined) {
-    throw new ManifestError(
-      { file },
-      `unsupported manifest type ${JSON.stringify(path.extname(file) || '(no extension)')}; use .csv, .json, .jsonl or .ndjson`,
-    );
-  }
+  const format = formatOrRefuse(file);
   const absPath = path.resolve(options.cwd ?? process.cwd(), file);
   const warnings: string[] = [];
   const expanded = async function* (warn: Warn, onRow = () => {}): AsyncGenerator<Item> {

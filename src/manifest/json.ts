@@ -116,10 +116,12 @@ export async function readJsonRows(absPath: string, file: string, warn: Warn): P
     // The item's own keys win, including an explicit null (which removes the default).
     const merged: Record<string, unknown> = { ...defaults, ...entry };
     const fields = pickFields(merged, line, onUnknown);
+    const defaulted: Field[] = [];
     for (const name of Object.keys(defaultFields) as Field[]) {
-      if (name in entry && (entry[name] === null || entry[name] === undefined)) delete fields[name];
+      if (!(name in entry)) defaulted.push(name);
+      else if (entry[name] === null || entry[name] === undefined) delete fields[name];
     }
-    return { line, fields };
+    return { line, fields, ...(defaulted.length > 0 ? { defaulted } : {}) };
   });
 }
 

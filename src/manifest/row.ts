@@ -18,6 +18,8 @@ export interface RawRow {
   /** 1-based line the row starts on. */
   line: number;
   fields: Partial<Record<Field, unknown>>;
+  /** The fields whose value came from a JSON manifest's `defaults`, not from the row itself. */
+  defaulted?: readonly Field[];
 }
 
 /** Reports a problem that does not stop the run; `line` when it belongs to one. */

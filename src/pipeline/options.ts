@@ -10,6 +10,7 @@ import { normaliseBaseUrl } from '../api/client.js';
 import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
+import { suggestStyles } from '../manifest/styles.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import type { RunEvent } from './events.js';
 import { checkShard, type Shard } from './shard.js';
@@ -79,6 +80,12 @@ export interface ResumeOptions {
   retryAmbiguous?: boolean;
   /** Hash every finished result on resume instead of trusting size and mtime. @default false */
   verify?: boolean;
+  /**
+   * Continue the output folder's run although its last run was of another manifest file: the
+   * manifest was renamed, moved or converted (the same catalogue). Without it such a folder is
+   * refused, `manifest_changed` (docs/contract.md#output-folder). @default false
+   */
+  manifestRenamed?: boolean;
 }
 
 /** Intervals of the run's housekeeping. */
@@ -122,7 +129,10 @@ export interface ReviewOptions {
 export interface RunOptions {
   /** Path of the manifest (.csv, .json, .jsonl/.ndjson). */
   manifest: string;
-  /** Output folder. @default `output/<manifest file name without extension>` under `cwd` */
+  /**
+   * Output folder. @default `output/<manifest file name without extension>` under `cwd`, or
+   * `output/<manifest file name>` when that folder holds another manifest's run
+   */
   out?: string;
   /** Folder relative paths resolve against. @default process.cwd() */
   cwd?: string;
@@ -156,6 +166,11 @@ export interface ResolvedRunOptions {
   cwd: string;
   /** Absolute output folder. */
   outDir: string;
+  /**
+   * Where the run goes instead when `outDir` is the default and holds the run of another manifest
+   * file ({@link fallbackOutDir}); null when the caller named the folder.
+   */
+  outFallback: string | null;
   /** Absolute folder of the manifest (image paths are relative to it). */
   manifestDir: string;
   service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
@@ -204,6 +219,124 @@ export function defaultOutDir(cwd: string, manifest: string): string {
 }
 
 /**
+ * The default output folder of a manifest whose {@link defaultOutDir} holds another manifest's run
+ * (`cat.jsonl` beside `cat.json`): `output/<manifest file name>` under `cwd`, extension kept.
+ */
+export function fallbackOutDir(cwd: string, manifest: string): string {
+  return path.resolve(cwd, 'output', path.basename(manifest));
+}
+
+// The keys each options object takes, by its path. A JavaScript caller gets no type check, so a
+// misspelt key (`limits.concurency`) would be ignored and its default used in silence; `satisfies`
+// keeps these lists in step with the interfaces (a key missing or extra here is a type error).
+const TOP_KEYS = {
+  manifest: 1,
+  out: 1,
+  cwd: 1,
+  service: 1,
+  preflight: 1,
+  limits: 1,
+  resume: 1,
+  timing: 1,
+  signals: 1,
+  output: 1,
+  review: 1,
+  onEvent: 1,
+  logger: 1,
+} satisfies Record<keyof RunOptions, 1>;
+const SERVICE_KEYS = {
+  baseUrl: 1,
+  apiKey: 1,
+  timeouts: 1,
+  retry: 1,
+  governor: 1,
+  unreachableMs: 1,
+} satisfies Record<keyof ServiceOptions, 1>;
+const NESTED_KEYS = {
+  preflight: { keepMetadata: 1, stripMetadata: 1, maxSide: 1 } satisfies Record<keyof PreflightRunOptions, 1>,
+  limits: {
+    concurrency: 1,
+    maxSubmissions: 1,
+    jobTimeoutMs: 1,
+    shard: 1,
+    maxDurationMs: 1,
+    maxDurationGraceMs: 1,
+    maxRate: 1,
+  } satisfies Record<keyof LimitOptions, 1>,
+  resume: { retryFailed: 1, retryAmbiguous: 1, verify: 1, manifestRenamed: 1 } satisfies Record<
+    keyof ResumeOptions,
+    1
+  >,
+  timing: { graceMs: 1, reportIntervalMs: 1, progressIntervalMs: 1 } satisfies Record<keyof TimingOptions, 1>,
+  signals: { stop: 1, abort: 1 } satisfies Record<keyof SignalOptions, 1>,
+  output: { html: 1, logLevel: 1 } satisfies Record<keyof OutputOptions, 1>,
+  review: { enabled: 1, threshold: 1 } satisfies Record<keyof ReviewOptions, 1>,
+};
+const SHARD_KEYS = { index: 1, count: 1 } satisfies Record<keyof Shard, 1>;
+const SERVICE_NESTED_KEYS = {
+  timeouts: { connect: 1, request: 1, upload: 1, download: 1 } satisfies Record<
+    keyof NonNullable<ServiceOptions['timeouts']>,
+    1
+  >,
+  retry: {
+    baseMs: 1,
+    capMs: 1,
+    random: 1,
+    retries: 1,
+    maxRetryTimeMs: 1,
+    pollAttempts: 1,
+  } satisfies Record<keyof RetryOptions, 1>,
+  governor: {
+    initialRate: 1,
+    minRate: 1,
+    maxRate: 1,
+    probeGain: 1,
+    quietSeconds: 1,
+    quietGain: 1,
+    holdShare: 1,
+    assumedBurstSeconds: 1,
+    now: 1,
+    onChange: 1,
+  } satisfies Record<keyof GovernorOptions, 1>,
+};
+
+/**
+ * Refuses a key `value` does not take, naming it by its path and the closest key it does take
+ * (the suggestion the CLI makes for a mistyped flag), else listing them. A value that is not an
+ * object is left to the value checks.
+ */
+function onlyKeys(optionPath: string, value: unknown, allowed: Record<string, 1>): void {
+  if (typeof value !== 'object' || value === null) return;
+  const at = (key: string) => (optionPath ? `${optionPath}.${key}` : key);
+  for (const key of Object.keys(value)) {
+    if (Object.hasOwn(allowed, key)) continue;
+    const names = Object.keys(allowed);
+    const [closest] = suggestStyles(key, names, 1);
+    throw new UsageError(
+      closest
+        ? `unknown option ${at(key)}; did you mean ${at(closest)}?`
+        : `unknown option ${at(key)} (${optionPath || 'the run options'} takes: ${names.join(', ')})`,
+    );
+  }
+}
+
+/** Every options object of a run or plan, checked with {@link onlyKeys}; `service` by {@link serviceKeys}. */
+function runKeys(input: PlanOptions): void {
+  onlyKeys('', input, TOP_KEYS);
+  for (const [group, keys] of Object.entries(NESTED_KEYS)) {
+    onlyKeys(group, (input as unknown as Record<string, unknown>)[group], keys);
+  }
+  onlyKeys('limits.shard', input.limits?.shard, SHARD_KEYS);
+}
+
+function serviceKeys(service: ServiceInput): void {
+  onlyKeys('service', service, SERVICE_KEYS);
+  for (const [group, keys] of Object.entries(SERVICE_NESTED_KEYS)) {
+    onlyKeys(`service.${group}`, (service as Record<string, unknown>)[group], keys);
+  }
+}
+
+/**
  * Fills in the defaults of a run and checks every value, once. Throws a {@link UsageError} (exit 2)
  * naming the option (through `label`) and what was expected.
  */
@@ -248,6 +381,7 @@ function resolveService(
   label: OptionLabel,
 ): ResolvedRunOptions['service'] | null {
   if (!service) return null;
+  serviceKeys(service);
   const apiKey = text(
     label('service.apiKey'),
     service.apiKey,
@@ -274,6 +408,7 @@ function resolveService(
 }
 
 function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOptions, 'service'> {
+  runKeys(input);
   const cwd = input.cwd ?? process.cwd();
   const manifest = text(label('manifest'), input.manifest, 'no manifest: name a .csv, .json or .jsonl file');
   const { preflight = {}, limits = {}, resume = {}, timing = {}, output = {} } = input;
@@ -282,6 +417,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     manifest,
     cwd,
     outDir: input.out === undefined ? defaultOutDir(cwd, manifest) : path.resolve(cwd, input.out),
+    outFallback: input.out === undefined ? fallbackOutDir(cwd, manifest) : null,
     manifestDir: path.dirname(path.resolve(cwd, manifest)),
     preflight: {
       keepMetadata: keepMetadata(preflight, label),
@@ -300,6 +436,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       retryFailed: flag(label('resume.retryFailed'), resume.retryFailed, false),
       retryAmbiguous: flag(label('resume.retryAmbiguous'), resume.retryAmbiguous, false),
       verify: flag(label('resume.verify'), resume.verify, false),
+      manifestRenamed: flag(label('resume.manifestRenamed'), resume.manifestRenamed, false),
     },
     timing: {
       graceMs: numberAbove(label('timing.graceMs'), timing.graceMs, -1, 5000, 'ms'),

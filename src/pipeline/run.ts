@@ -4,7 +4,7 @@ import { KitchenClient } from '../api/client.js';
 import { ServiceGate } from '../api/gate.js';
 import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
-import { checkStyle, openManifest } from '../manifest/index.js';
+import { checkManifestFile, checkStyle, openManifest } from '../manifest/index.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
@@ -17,7 +17,14 @@ import { monotonicMs } from '../util/time.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
 import { Flow } from './flow.js';
-import { type ResolvedRunOptions, type RunOptions, resolveRunOptions } from './options.js';
+import {
+  isResolved,
+  type ResolvedRunOptions,
+  type RunOptions,
+  resolvePlanOptions,
+  resolveRunOptions,
+} from './options.js';
+import { folderPath, settleOutDir } from './out-dir.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
 import { createPreflighter } from './preflight/index.js';
 import { RunReporter } from './reporting.js';
@@ -53,7 +60,14 @@ export interface RunResult {
  * journal and the reports it can (docs/contract.md#exit-codes).
  */
 export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<RunResult> {
-  const options = resolveRunOptions(input);
+  if (!isResolved(input)) {
+    // As the CLI: the settings, then a manifest that is not there, and only then a missing service,
+    // so a wrong path is not reported as a missing key.
+    const { service: _service, ...settings } = input;
+    const checked = resolvePlanOptions(settings);
+    await checkManifestFile(checked.manifest, checked.cwd);
+  }
+  let options = resolveRunOptions(input);
   // The manifest is checked whole first (a bad row or a duplicate id submits nothing), keeping only
   // the plan (about 90 bytes per item); the items themselves are read again as the queues make room.
   const { shard } = options.limits;
@@ -67,12 +81,21 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       if (first.size < PAGE_FIRST) first.add(item.id);
     },
   });
-  const folder = await openRunFolder(options.outDir, {
+  const folderOptions = {
     logLevel: options.output.logLevel,
     secrets: [options.service.apiKey],
-    onWarning: (message) => options.onEvent({ type: 'warning', message }),
+    onWarning: (message: string) => options.onEvent({ type: 'warning', message }),
     mirror: options.logger ?? undefined,
-  });
+  };
+  // The folder holds one manifest's runs: the default moves aside from another's, `--out` is refused.
+  const settled = await settleOutDir(
+    { ...options, manifestRenamed: options.resume.manifestRenamed },
+    (dir) => openRunFolder(dir, folderOptions),
+    (opened) => ({ run: opened.lastRun, plan: opened.lastPlan }),
+    (opened) => opened.close(),
+  );
+  const folder = settled.opened;
+  options = { ...options, outDir: settled.dir };
   try {
     const refusal = shardChange(folder.lastRun?.shard, shard, options.outDir);
     if (refusal) throw new StateError('shard_changed', refusal);
@@ -98,6 +121,10 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       reviewer?.onEvent(event);
     });
     for (const warning of manifest.warnings) emit({ type: 'warning', message: warning });
+    if (settled.note) {
+      logger.warn({ event: 'out_dir_moved_aside', out_dir: settled.dir }, settled.note);
+      emit({ type: 'warning', message: settled.note });
+    }
 
     // The service, and the context every stage works in.
     const { client, governor, gate } = connect(options, logger, emit);
@@ -174,6 +201,8 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
           at: reporter.startedAt,
           v: 1,
           manifest: options.manifest,
+          manifest_path: settled.file,
+          out_dir: await folderPath(settled.dir),
           base_url: client.baseUrl,
           pid: process.pid,
           ...(shard ? { shard: shardText(shard) } : {}),

@@ -52,6 +52,8 @@ export function reportItem(state: ItemState): ReportItem {
     error,
     preflight: state.preflight ?? [],
     review: status === 'succeeded' ? state.review : null,
+    // A state stored in Redis by an earlier version has no such field.
+    ambiguous_resends: state.ambiguousResends ?? 0,
   });
   switch (state.phase) {
     case 'downloaded':
@@ -65,8 +67,11 @@ export function reportItem(state: ItemState): ReportItem {
   }
 }
 
-/** The row of a planned item the run never reached (no journal state yet). */
-export function unplannedItem(entry: PlanEntry): ReportItem {
+/**
+ * The row of a planned item the run never reached (no journal state yet); `error` says so in the
+ * words of the mode (worker mode: no worker has reached it).
+ */
+export function unplannedItem(entry: PlanEntry, error: ItemError = UNFINISHED.new!): ReportItem {
   return {
     id: entry.id,
     image: entry.image,
@@ -78,9 +83,10 @@ export function unplannedItem(entry: PlanEntry): ReportItem {
     sha256: null,
     processing_time_ms: null,
     submissions: 0,
-    error: UNFINISHED.new!,
+    error,
     preflight: [],
     review: null,
+    ambiguous_resends: 0,
   };
 }
 
@@ -98,8 +104,8 @@ export function emptyTotals(): ReportTotals {
 }
 
 /**
- * Totals of docs/contract.md#report-json (`possible_duplicates` included: items with submissions
- * > 1) and the processing-time percentiles, counted row by row: a report of 10^6 items keeps one
+ * Totals of docs/contract.md#report-json (`possible_duplicates` included: items sent again while an
+ * earlier send's outcome was unknown, `ambiguous_resends` > 0) and the processing-time percentiles, counted row by row: a report of 10^6 items keeps one
  * number per item, not the rows.
  */
 export class Tally {
@@ -111,7 +117,7 @@ export class Tally {
   add(item: ReportItem): void {
     this.totals.items++;
     this.totals[item.status]++;
-    if (item.submissions > 1) this.totals.possible_duplicates++;
+    if (item.ambiguous_resends > 0) this.totals.possible_duplicates++;
     if (item.review && item.review.flags.length > 0) this.totals.needs_review++;
     if (typeof item.processing_time_ms === 'number') this.#time(item.processing_time_ms);
   }

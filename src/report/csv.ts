@@ -19,6 +19,8 @@ export const REPORT_CSV_COLUMNS = [
   // Additive: the review's score and flags (joined by "; "), empty when not reviewed.
   'review_score',
   'review_flags',
+  // Additive: submissions sent again while an earlier one's outcome was unknown (possible duplicates).
+  'ambiguous_resends',
 ] as const;
 
 /** RFC 4180 quoting; also neutralises cells a spreadsheet would run as a formula. */
@@ -36,23 +38,12 @@ export function csvHeader(): string {
 
 /** One row of report.csv. */
 export function csvRow(item: ReportItem): string {
-  return `${[
-    item.id,
-    item.image,
-    item.module,
-    item.style,
-    item.status,
-    item.job_id,
-    item.output,
-    item.sha256,
-    item.processing_time_ms,
-    item.submissions,
-    item.error?.code ?? null,
-    item.error?.message ?? null,
-    item.preflight.join('; '),
-    item.review?.score ?? null,
-    item.review ? item.review.flags.join('; ') : null,
-  ]
-    .map(cell)
-    .join(',')}\r\n`;
+  // One string built cell by cell: no array of cells per row (a report of 10^6 rows makes 10^6 of them).
+  return (
+    `${cell(item.id)},${cell(item.image)},${cell(item.module)},${cell(item.style)},${cell(item.status)},` +
+    `${cell(item.job_id)},${cell(item.output)},${cell(item.sha256)},${cell(item.processing_time_ms)},` +
+    `${cell(item.submissions)},${cell(item.error?.code ?? null)},${cell(item.error?.message ?? null)},` +
+    `${cell(item.preflight.join('; '))},${cell(item.review?.score ?? null)},` +
+    `${cell(item.review ? item.review.flags.join('; ') : null)},${cell(item.ambiguous_resends)}\r\n`
+  );
 }

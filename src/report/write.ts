@@ -19,6 +19,8 @@ export interface WriteReportsOptions {
   html?: boolean;
   /** Folder the items' `image` paths are relative to (the manifest's folder), for thumbnails. */
   manifestDir?: string;
+  /** report.html's "how to fix" hints by error code. @default a `run`'s (ERROR_HINTS) */
+  hints?: Readonly<Record<string, string>>;
 }
 
 /** What {@link writeReports} wrote, in brief. */
@@ -57,6 +59,7 @@ export async function writeReports(
   const run = tally.header(source.info);
   const json = await AtomicFile.open(path.join(outDir, 'report.json'));
   const csv = await AtomicFile.open(path.join(outDir, 'report.csv'));
+  const html = options.html ?? true;
   const page: ReportItem[] = [];
   const problems: ReportItem[] = [];
   let index = 0;
@@ -68,10 +71,11 @@ export async function writeReports(
       await json.write(jsonElement(item, index));
       await csv.write(csvRow(item));
       if (item.status !== 'succeeded' && problems.length < PROBLEMS) problems.push(item);
-      if (index < PAGE_FIRST) page.push(item);
-      else if (needsALook(item) && pageProblems < PAGE_PROBLEMS) {
+      // The page's items (up to 22,000 rows in memory) are kept only for a page that is written.
+      const first = index < PAGE_FIRST;
+      if (html && (first || (needsALook(item) && pageProblems < PAGE_PROBLEMS))) {
         page.push(item);
-        pageProblems++;
+        if (!first) pageProblems++;
       }
       index++;
     }
@@ -83,11 +87,12 @@ export async function writeReports(
     await csv.abort();
     throw error;
   }
-  if (options.html ?? true) {
+  if (html) {
     const base = options.manifestDir;
     await writeHtmlReport({
       outDir,
       report: { run, items: page },
+      ...(options.hints ? { hints: options.hints } : {}),
       sourcePath: (item) =>
         path.isAbsolute(item.image) ? item.image : base ? path.resolve(base, item.image) : null,
     });

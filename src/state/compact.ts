@@ -1,11 +1,12 @@
 import { AtomicFile } from '../util/fs.js';
 import type { ItemRecord, JournalRecord } from './records.js';
-import type { ItemState, LastRun } from './state.js';
+import type { ItemState, LastRun, Phase } from './state.js';
 
 /**
  * The shortest journal that folds to the same item states: per item its `item` record and the
- * records that lead to its phase (one `submitting` per counted submission, so possible duplicates
- * stay counted), plus the last `run` and `plan` records. `foldJournal([...compact(s)])` equals `s`.
+ * records that lead to its phase (one `submitting` per counted submission, in an order that folds to
+ * the same ambiguous resends, so possible duplicates stay counted), plus the last `run` and `plan`
+ * records. `foldJournal([...compact(s)])` equals `s`.
  */
 export function* compactRecords(states: Iterable<ItemState>, last: LastRun): Generator<JournalRecord> {
   if (last.run) yield last.run;
@@ -50,9 +51,6 @@ function recordsFor(s: ItemState): ItemRecord[] {
       ...(s.preflight ? { preflight: s.preflight } : {}),
     },
   ];
-  const submitting = (n: number) => {
-    for (let i = 0; i < n; i++) records.push({ t: 'submitting', id, fp, at: '' });
-  };
   const accepted = () => records.push({ t: 'accepted', id, fp, job_id: s.jobId!, at: '' });
   const ended = (status: 'succeeded' | 'failed') =>
     records.push({
@@ -65,24 +63,27 @@ function recordsFor(s: ItemState): ItemRecord[] {
       processing_time_ms: s.processingTimeMs,
       error: status === 'failed' ? s.error : null,
     });
+  const notCreated = () =>
+    records.push({ t: 'not_created', id, fp, error: s.error ?? { code: 'not_created', message: '' } });
   switch (s.phase) {
     case 'rejected':
-      submitting(s.submissions);
+      submissions(s, records, false);
+      if (s.jobId) accepted();
       records.push({ t: 'rejected', id, fp, error: s.error! });
       return records;
     case 'failed':
       if (s.jobId) {
-        submitting(s.submissions);
+        submissions(s, records, false);
         accepted();
         ended('failed');
       } else {
         // `refused` takes back the submission it answers.
-        submitting(s.submissions + 1);
-        records.push({ t: 'refused', id, fp, error: s.error! });
+        submissions(s, records, true);
+        records.push({ t: 'submitting', id, fp, at: '' }, { t: 'refused', id, fp, error: s.error! });
       }
       return records;
     case 'downloaded':
-      submitting(s.submissions);
+      submissions(s, records, false);
       accepted();
       ended('succeeded');
       records.push({
@@ -98,27 +99,67 @@ function recordsFor(s: ItemState): ItemRecord[] {
       if (s.review) records.push({ t: 'reviewed', id, fp, score: s.review.score, flags: s.review.flags });
       return records;
     case 'succeeded':
-      submitting(s.submissions);
+      submissions(s, records, false);
       accepted();
       ended('succeeded');
       break;
     case 'accepted':
-      submitting(s.submissions);
+      submissions(s, records, false);
       accepted();
       break;
     case 'unknown':
-      submitting(s.submissions);
+      submissions(s, records, false);
       break;
     case 'new':
-      if (s.submissions > 0) {
-        // Counted submissions that ended "not created" are already subtracted; keep the rest.
-        submitting(s.submissions + 1);
-        records.push({ t: 'not_created', id, fp, error: s.error ?? { code: 'not_created', message: '' } });
+      // Counted submissions that ended "not created" are already subtracted: one more, taken back.
+      if (submissions(s, records, true) !== 'new') {
+        records.push({ t: 'submitting', id, fp, at: '' });
+        notCreated();
       }
       break;
   }
   if (s.error) records.push({ t: 'incomplete', id, fp, error: s.error });
   return records;
+}
+
+/**
+ * The `submitting` records of `s`'s counted POSTs (`submissions`), in an order that folds to the same
+ * `ambiguousResends` and `outcomeLost` (docs/contract.md#submissions-and-duplicates). Without a lost
+ * outcome: the POSTs one after another, each answered (`accepted`, a placeholder job id the item's own
+ * records replace). With one: the lost POST left unanswered, then the resends sent over it; while the
+ * outcome is still lost they stay unanswered (a resend that created nothing marks it lost without
+ * counting), else the last of them is answered and the POSTs sent after it follow, answered. The last
+ * POST is answered when `answerLast` (the item's records go on with a POST of their own), else left
+ * open for them. Returns the phase the records leave the item in.
+ */
+function submissions(s: ItemState, records: ItemRecord[], answerLast: boolean): Phase {
+  const { id, fp } = s;
+  const total = s.submissions;
+  const send = (answer: boolean) => {
+    records.push({ t: 'submitting', id, fp, at: '' });
+    if (answer) records.push({ t: 'accepted', id, fp, job_id: '', at: '' });
+  };
+  const answered = (n: number) => {
+    for (let i = 0; i < n; i++) send(i < n - 1 || answerLast);
+    return n === 0 ? null : answerLast ? 'accepted' : 'unknown';
+  };
+  const resends = Math.min(s.ambiguousResends, Math.max(0, total - 1));
+  if (total === 0 || (!s.outcomeLost && resends === 0)) return answered(total) ?? 'new';
+  if (s.outcomeLost) {
+    for (let i = 0; i < total - 1 - resends; i++) send(true);
+    // The lost POST, and the resends sent while its outcome is still unknown.
+    send(false);
+    for (let i = 0; i < resends; i++) send(false);
+    if (resends > 0) return 'unknown';
+    // A resend that created nothing marks the outcome lost without counting.
+    records.push({ t: 'submitting', id, fp, at: '' });
+    records.push({ t: 'not_created', id, fp, error: s.error ?? { code: 'not_created', message: '' } });
+    return 'new';
+  }
+  // The outcome was lost, and a resend over it was answered: the POSTs after it were not resends.
+  send(false);
+  for (let i = 0; i < resends; i++) send(i === resends - 1);
+  return answered(total - 1 - resends) ?? 'accepted';
 }
 
 /** Compact when the journal holds many more records than a compacted one would (cheap to decide). */

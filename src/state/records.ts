@@ -15,7 +15,14 @@ export type JournalRecord =
       t: 'run';
       at: string;
       v: 1;
+      /** The manifest path as given (report.json's `run.manifest`). */
       manifest: string;
+      /**
+       * The manifest file, absolute (symlinks resolved), and the output folder the run had: which
+       * manifest's run a folder holds (docs/contract.md#output-folder). Absent in older journals.
+       */
+      manifest_path?: string;
+      out_dir?: string;
       base_url: string;
       pid: number;
       /** `--shard K/N` of the run, when it ran one part (docs/contract.md#sharding). */

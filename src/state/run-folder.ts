@@ -43,6 +43,8 @@ export interface RunFolder {
   resumed: boolean;
   /** The last `run` record of the journal (the previous run's facts), if any. */
   lastRun: LastRun['run'];
+  /** The last `plan` record of the journal, if any. */
+  lastPlan: LastRun['plan'];
   /** Closes the journal, flushes the log and releases the lock. */
   close(): Promise<void>;
 }
@@ -108,6 +110,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
       interner: fold.interner,
       resumed: fold.records > 0,
       lastRun: fold.last.run,
+      lastPlan: fold.last.plan,
       close: async () => {
         try {
           await journal.close();

@@ -39,6 +39,19 @@ export interface ItemState {
   mtimeMs: number | null;
   /** POSTs that may have created a job at the service, over all runs. */
   submissions: number;
+  /**
+   * Of {@link submissions}, those sent while an earlier POST's outcome was unknown (a crash before
+   * its answer, `submit_unknown`, `--retry-ambiguous`): each may have charged a second job. A
+   * deliberate resubmission (`--retry-failed`, a result lost without a job id) sent after every
+   * earlier POST was answered is not one (docs/contract.md#submissions-and-duplicates).
+   */
+  ambiguousResends: number;
+  /**
+   * A POST's outcome stays unknown for good: another POST was sent after it without its answer. Until
+   * a job of the item is accepted, every later POST that may create a job is an ambiguous resend, also
+   * after a 429 or 503 answered one or the service refused one.
+   */
+  outcomeLost: boolean;
   /** Why the item is failed, rejected or incomplete. */
   error: ItemError | null;
   /** What preflight did to the upload (`rotated 90°`, `CMYK → sRGB`, …); null before it ran. */
@@ -65,6 +78,8 @@ export function newItemState(record: Extract<JournalRecord, { t: 'item' }>): Ite
     bytes: null,
     mtimeMs: null,
     submissions: 0,
+    ambiguousResends: 0,
+    outcomeLost: false,
     error: null,
     preflight: record.preflight ?? null,
     review: null,
@@ -86,6 +101,10 @@ export function applyRecord(state: ItemState, record: ItemRecord): void {
       return;
     case 'submitting':
       state.submissions++;
+      // The POST before this one was never answered: it may have created a job, and so may this one.
+      // (A state stored by an earlier version has neither field.)
+      if (state.phase === 'unknown') state.outcomeLost = true;
+      if (state.outcomeLost) state.ambiguousResends = (state.ambiguousResends ?? 0) + 1;
       state.phase = 'unknown';
       state.jobId = null;
       state.imageUrl = null;
@@ -96,11 +115,14 @@ export function applyRecord(state: ItemState, record: ItemRecord): void {
       return;
     case 'not_created':
       state.submissions = Math.max(0, state.submissions - 1);
+      // This POST created nothing: it is no resend that could charge twice (outcomeLost stays).
+      if (state.outcomeLost) state.ambiguousResends = Math.max(0, state.ambiguousResends - 1);
       state.phase = 'new';
       state.error = record.error;
       return;
     case 'refused':
       state.submissions = Math.max(0, state.submissions - 1);
+      if (state.outcomeLost) state.ambiguousResends = Math.max(0, state.ambiguousResends - 1);
       state.phase = 'failed';
       state.error = record.error;
       return;
@@ -108,6 +130,9 @@ export function applyRecord(state: ItemState, record: ItemRecord): void {
       state.phase = 'accepted';
       state.jobId = record.job_id;
       state.error = null;
+      // The item has a known job again: the lost POST's possible job is counted (by this resend), and
+      // a later deliberate resubmission (--retry-failed) is not sent over an unknown outcome.
+      state.outcomeLost = false;
       return;
     case 'ended':
       state.jobId = record.job_id;

@@ -37,6 +37,8 @@ const HASH_BYTES = FP_BYTES + 32;
 const FP_PACKED = 1;
 const SHA_PACKED = 2;
 const MARKED = 4;
+/** {@link ItemState.outcomeLost}. */
+const OUTCOME_LOST = 8;
 /** Numbers per slot: processing time, then (not lean) result bytes and mtime; NaN for null. */
 const FULL_NUMBERS = 3;
 const FP_HEX = /^[0-9a-f]{32}$/;
@@ -90,6 +92,8 @@ export class ItemTable implements StateLookup {
   #reviewFlags = new Uint16Array(0);
   /** Errors are few (failed, rejected and unfinished items): kept by slot. */
   readonly #errors = new Map<number, ItemError>();
+  /** Ambiguous resends are rarer still: kept by slot when not 0. */
+  readonly #resends = new Map<number, number>();
   readonly #aside = new Map<number, Aside>();
 
   constructor(options: ItemTableOptions = {}) {
@@ -167,9 +171,12 @@ export class ItemTable implements StateLookup {
       this.#hashes.write(s.sha256, at + FP_BYTES, HASH_BYTES - FP_BYTES, 'hex');
       flags |= SHA_PACKED;
     } else if (s.sha256 !== null) aside.sha256 = s.sha256;
+    if (s.outcomeLost) flags |= OUTCOME_LOST;
     this.#flags[slot] = flags;
     this.#phase[slot] = PHASES.indexOf(s.phase);
     this.#submissions[slot] = s.submissions;
+    if (s.ambiguousResends > 0) this.#resends.set(slot, s.ambiguousResends);
+    else this.#resends.delete(slot);
     const ext = s.output === null ? -1 : EXTENSIONS.findIndex((e) => s.output === `results/${s.id}.${e}`);
     if (s.output === null) this.#output[slot] = 0;
     else if (ext >= 0) this.#output[slot] = ext + 1;
@@ -245,6 +252,8 @@ export class ItemTable implements StateLookup {
       bytes: number(1),
       mtimeMs: number(2),
       submissions: this.#submissions[slot]!,
+      ambiguousResends: this.#resends.get(slot) ?? 0,
+      outcomeLost: (flags & OUTCOME_LOST) !== 0,
       error: this.#errors.get(slot) ?? null,
       preflight: this.#steps.get(this.#preflight[slot]!),
       review: this.#review(slot),

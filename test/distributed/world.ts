@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { main } from '../../src/cli.js';
 import { STATES_KEY } from '../../src/distributed/store.js';
 import type { ItemState } from '../../src/state/state.js';
-import { textSink } from '../helpers/cli.js';
+import { type CliProcess, textSink } from '../helpers/cli.js';
 import { kitchenJpeg } from '../helpers/images.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -89,4 +89,15 @@ export async function itemStates(url: string): Promise<Map<string, ItemState>> {
   } finally {
     client.disconnect();
   }
+}
+
+/** Waits for a worker to exit; its exit code (the test fails with its stderr when it does not exit in time). */
+export async function exitOf(worker: CliProcess, timeoutMs = 60_000): Promise<number | null> {
+  const result = await Promise.race([
+    worker.exited,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`worker did not exit:\n${worker.stderr()}`)), timeoutMs),
+    ),
+  ]);
+  return result.code;
 }

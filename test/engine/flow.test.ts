@@ -41,6 +41,7 @@ describe('run: the main flow against the sandbox', () => {
       'error',
       'preflight',
       'review',
+      'ambiguous_resends',
     ]);
     for (const item of report.items) {
       const file = path.join(ws.out, item.output!);
@@ -54,7 +55,7 @@ describe('run: the main flow against the sandbox', () => {
     expect(report.items.find((i) => i.id === 'cfg')?.module).toBe('kitchen-configurator');
     const csv = await readFile(path.join(ws.out, 'report.csv'), 'utf8');
     expect(csv.split('\r\n')[0]).toBe(
-      'id,image,module,style,status,job_id,output,sha256,processing_time_ms,submissions,error_code,error_message,preflight,review_score,review_flags',
+      'id,image,module,style,status,job_id,output,sha256,processing_time_ms,submissions,error_code,error_message,preflight,review_score,review_flags,ambiguous_resends',
     );
     expect(csv.trim().split('\r\n')).toHaveLength(6);
     // One POST per item, and every job created exactly once.

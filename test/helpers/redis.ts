@@ -48,12 +48,13 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function launch(port: number, dir: string, aof: boolean): Promise<ChildProcess> {
+async function launch(port: number, dir: string, aof: boolean, password?: string): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
     [
       ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no'],
       ...['--appendonly', aof ? 'yes' : 'no'],
+      ...(password === undefined ? [] : ['--requirepass', password]),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -85,14 +86,18 @@ async function halt(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Starts a Redis for one test file or test (AOF on unless `aof: false`). */
-export async function startRedis(options: { aof?: boolean } = {}): Promise<TestRedis> {
+/**
+ * Starts a Redis for one test file or test (AOF on unless `aof: false`). With `password` it requires
+ * it (`--requirepass`) and `url` carries it (`redis://:<password>@127.0.0.1:<port>`).
+ */
+export async function startRedis(options: { aof?: boolean; password?: string } = {}): Promise<TestRedis> {
+  const { password } = options;
   const aof = options.aof ?? true;
   const dir = await mkdtemp(path.join(tmpdir(), 'kb-redis-'));
   const port = await freePort();
-  let child = await launch(port, dir, aof);
+  let child = await launch(port, dir, aof, password);
   const redis: TestRedis = {
-    url: `redis://127.0.0.1:${port}`,
+    url: `redis://${password === undefined ? '' : `:${encodeURIComponent(password)}@`}127.0.0.1:${port}`,
     port,
     pid: child.pid!,
     dir,
@@ -102,7 +107,7 @@ export async function startRedis(options: { aof?: boolean } = {}): Promise<TestR
     },
     restart: async () => {
       await halt(child);
-      child = await launch(port, dir, aof);
+      child = await launch(port, dir, aof, password);
       redis.pid = child.pid!;
     },
   };

@@ -86,6 +86,44 @@ describe('JSON manifest', () => {
     expect(items[2]?.rejection?.message).toBe('style is missing; module change-style needs a style key');
   });
 
+  it('a default applies only to the items whose module takes it: a mixed manifest with a default style', async () => {
+    await tmp.write(
+      'm.json',
+      JSON.stringify({
+        defaults: { style: 'modern', prompt: 'bright', configuration: { door_style: 'shaker' } },
+        items: [
+          { image: 'a.jpg' },
+          { image: 'c.png', module: 'kitchen-configurator' },
+          { image: 'd.png', module: 'kitchen-configurator', configuration: { door_style: 'slab' } },
+        ],
+      }),
+    );
+    const { items } = await readManifest('m.json', { cwd: tmp.dir });
+    expect(items.map((i) => [i.id, i.module, i.style, i.prompt, i.configuration, i.rejection])).toEqual([
+      ['a__modern', 'change-style', 'modern', 'bright', undefined, undefined],
+      ['c', 'kitchen-configurator', undefined, undefined, { door_style: 'shaker' }, undefined],
+      ['d', 'kitchen-configurator', undefined, undefined, { door_style: 'slab' }, undefined],
+    ]);
+  });
+
+  it('a rejection caused by a default says the value came from "defaults"', async () => {
+    await tmp.write(
+      'm.json',
+      JSON.stringify({
+        defaults: { module: 'kitchen-configurator', prompt: 42 },
+        items: [
+          { image: 'a.png', style: 'modern' },
+          { image: 'b.jpg', module: 'change-style', style: 'modern' },
+        ],
+      }),
+    );
+    const { items } = await readManifest('m.json', { cwd: tmp.dir });
+    expect(items.map((i) => i.rejection?.message)).toEqual([
+      'style is for module change-style only; kitchen-configurator takes no style; the module came from "defaults"',
+      'prompt must be text (got a number); the prompt came from "defaults"',
+    ]);
+  });
+
   it('rejects wrong types per item (invalid_item / invalid_configuration) and goes on', async () => {
     await tmp.write(
       'm.json',

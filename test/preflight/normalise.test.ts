@@ -241,10 +241,12 @@ describe('uploads as the service receives them', () => {
     const html = await readFile(path.join(ws.out, 'report.html'), 'utf8');
     expect(html).toContain('CMYK');
     const csv = (await readFile(path.join(ws.out, 'report.csv'), 'utf8')).split('\r\n');
-    expect(csv[0]!.endsWith(',error_code,error_message,preflight,review_score,review_flags')).toBe(true);
+    expect(
+      csv[0]!.endsWith(',error_code,error_message,preflight,review_score,review_flags,ambiguous_resends'),
+    ).toBe(true);
     // The review's columns follow (reviewed by default: a score, then the flags, here echo results'.)
     expect(csv.find((line) => line.startsWith('gps__japandi,'))).toMatch(
-      /,metadata removed,[\d.]+,[a-z_; ]*$/,
+      /,metadata removed,[\d.]+,[a-z_; ]*,0$/,
     );
   });
 });

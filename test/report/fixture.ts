@@ -93,7 +93,7 @@ export function totalsOf(items: readonly ReportItem[]): ReportTotals {
     failed: count('failed'),
     rejected: count('rejected'),
     incomplete: count('incomplete'),
-    possible_duplicates: items.filter((i) => i.submissions > 1).length,
+    possible_duplicates: items.filter((i) => i.ambiguous_resends > 0).length,
     needs_review: items.filter((i) => (i.review?.flags.length ?? 0) > 0).length,
   };
 }
@@ -111,6 +111,7 @@ function item(partial: Partial<ReportItem> & Pick<ReportItem, 'id' | 'image' | '
     error: null,
     preflight: [],
     review: null,
+    ambiguous_resends: 0,
     ...partial,
   };
 }
@@ -157,7 +158,10 @@ export async function buildSyntheticFixture(root: string): Promise<ReportFixture
     });
   const items: ReportItem[] = [
     ok('k1__scandinavian', 'images/k1.jpg', 'scandinavian', 'jpg', 8200),
-    ok('k1__industrial', 'images/k1.jpg', 'industrial', 'jpg', 9100, { submissions: 2 }),
+    ok('k1__industrial', 'images/k1.jpg', 'industrial', 'jpg', 9100, {
+      submissions: 2,
+      ambiguous_resends: 1,
+    }),
     ok('k2__modern', 'images/k2.png', 'modern', 'png', 12400),
     ok('k4', 'images/k4.jpg', null, 'webp', 15800, { module: 'kitchen-configurator' }),
     // Result file gone from disk (deleted by hand): placeholder, link still points where it was.
@@ -208,6 +212,7 @@ export async function buildSyntheticFixture(root: string): Promise<ReportFixture
       style: 'industrial',
       status: 'incomplete',
       submissions: 2,
+      ambiguous_resends: 1,
       error: {
         code: 'submit_unknown',
         message: 'Connection reset after the request was sent; the job may exist.',

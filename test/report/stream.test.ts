@@ -31,6 +31,7 @@ function row(i: number): ReportItem {
     review: failed
       ? null
       : { score: i % 11 === 0 ? 0.2 : 0.95, flags: i % 11 === 0 ? ['layout_changed'] : [] },
+    ambiguous_resends: i % 1000 === 0 ? 1 : 0,
   };
 }
 

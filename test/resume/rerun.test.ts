@@ -2,7 +2,7 @@
  * Reruns of a finished or partly finished run folder (docs/faults.md A.4, A.5; docs/contract.md#rules): what is sent
  * again, what is fetched again, and what is left alone. Real CLI children against the sandbox.
  */
-import { readFile, stat, utimes, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
@@ -185,6 +185,59 @@ describe('failed jobs', () => {
       retried.stderr,
       retried.stdout,
     ]);
+  });
+});
+
+describe('possible duplicates (issue 29, item 5)', () => {
+  it('--retry-failed resubmissions are deliberate, not possible duplicates; a resend after an unknown outcome is', async () => {
+    const { fixture, sandbox, out } = await setup(3, { faults: { failRate: 1, failCode: 'no_kitchen' } });
+    const first = await run(fixture, sandbox, out);
+    expect(first.code, first.stderr).toBe(1);
+    expect((await readReport(out)).run.totals.failed).toBe(3);
+    // A --retry-failed run that crashed right after sending the first item's job: its `submitting`
+    // record has no answer, so that POST's outcome is unknown.
+    const unknown = fixture.items[0]!;
+    const fp = (await readJournalRecords(out)).find((r) => r.t === 'item' && r.id === unknown.id);
+    expect(fp?.t).toBe('item');
+    await appendFile(
+      path.join(out, 'journal.jsonl'),
+      `${JSON.stringify({ t: 'submitting', id: unknown.id, fp: fp?.t === 'item' ? fp.fp : '', at: '' })}\n`,
+    );
+    sandbox.setFaults({ failRate: 0 });
+
+    const since = sandbox.stats.requests.length;
+    const retried = await run(fixture, sandbox, out, ['--retry-failed']);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(createRequests(sandbox, since)).toBe(3);
+    const report = await readReport(out);
+    expect(report.run.totals.succeeded).toBe(3);
+    // Every POST that may have created a job is counted ...
+    expect(report.items.map((i) => i.submissions)).toEqual([3, 2, 2]);
+    // ... but only the one sent again while an earlier one's outcome was unknown is a possible duplicate.
+    expect(report.items.map((i) => i.ambiguous_resends)).toEqual([1, 0, 0]);
+    expect(report.run.totals.possible_duplicates).toBe(1);
+    expect(retried.stdout).toMatch(/, 1 possible duplicate charge \(/);
+    const csv = (await readFile(path.join(out, 'report.csv'), 'utf8')).split('\r\n');
+    expect(csv[0]).toMatch(/,ambiguous_resends$/);
+    expect(csv[1]).toMatch(/,1$/);
+    expect(csv[2]).toMatch(/,0$/);
+
+    // A plain rerun of the finished folder still says so (the report is rebuilt from the journal).
+    const again = await run(fixture, sandbox, out, ['--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).totals.possible_duplicates).toBe(1);
+  });
+
+  it('retrying failed jobs alone reports no possible duplicate', async () => {
+    const { fixture, sandbox, out } = await setup(2, { faults: { failRate: 1 } });
+    expect((await run(fixture, sandbox, out)).code).toBe(1);
+    sandbox.setFaults({ failRate: 0 });
+    const retried = await run(fixture, sandbox, out, ['--retry-failed']);
+    expect(retried.code, retried.stderr).toBe(0);
+    const report = await readReport(out);
+    expect(report.items.map((i) => i.submissions)).toEqual([2, 2]);
+    expect(report.run.totals.possible_duplicates).toBe(0);
+    expect(retried.stdout).not.toMatch(/possible duplicate/);
   });
 });
 

@@ -58,7 +58,7 @@ describe('kitchen-batch review', () => {
     expect(report.run.totals.needs_review).toBe(bad.size);
     expect(await reviewedRecords(ws.out)).toHaveLength(12);
     const csv = await readFile(path.join(ws.out, 'report.csv'), 'utf8');
-    expect(csv).toMatch(/,(rotated|blank|unchanged)\r\n/);
+    expect(csv).toMatch(/,(rotated|blank|unchanged),0\r\n/);
 
     // Threshold 0 flags nothing (no signal is under 0); the journal keeps the newest verdicts.
     const lenient = await cli(['review', 'out', '--review-threshold', '0'], ws.dir);

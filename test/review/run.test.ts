@@ -40,9 +40,9 @@ describe('review in a run', () => {
       report.items.filter((i) => i.review!.flags.length > 0).length,
     );
     const csv = await readFile(path.join(ws.out, 'report.csv'), 'utf8');
-    expect(csv.split('\r\n')[0]).toMatch(/,preflight,review_score,review_flags$/);
+    expect(csv.split('\r\n')[0]).toMatch(/,preflight,review_score,review_flags,ambiguous_resends$/);
     const flagged = report.items.find((i) => i.review!.flags.length > 0)!;
-    expect(csv).toContain(`,${flagged.review!.score},${flagged.review!.flags.join('; ')}\r\n`);
+    expect(csv).toContain(`,${flagged.review!.score},${flagged.review!.flags.join('; ')},0\r\n`);
     // The sources were as-is uploads: the review took their renditions from the preflight's check.
     const log = (await readFile(path.join(ws.out, 'run.log'), 'utf8')).split('\n');
     const end = JSON.parse(log.find((line) => line.includes('"event":"review_end"'))!);

@@ -27,7 +27,24 @@ function sampleRecords(): JournalRecord[] {
     { t: 'run', at: 'a', v: 1, manifest: 'm.csv', base_url: 'http://s', pid: 1 },
     {
       t: 'plan',
-      ids: ['done', 'dup', 'acc', 'succ', 'fail', 'ref', 'rej', 'unk', 'nc', 'chg', 'to'],
+      ids: [
+        'done',
+        'dup',
+        'acc',
+        'succ',
+        'fail',
+        'ref',
+        'rej',
+        'unk',
+        'nc',
+        'chg',
+        'to',
+        'rf',
+        'rfu',
+        'lost',
+        'ncr',
+        'twice',
+      ],
       manifest_dir: '/m',
     },
     item('done'),
@@ -107,6 +124,52 @@ function sampleRecords(): JournalRecord[] {
     item('chg', 'fp2'),
     item('to'),
     { t: 'incomplete', id: 'to', fp: 'fp1', error: { code: 'max_submissions', message: 'cap' } },
+    // --retry-failed: a failed job sent again on purpose, twice; no outcome was ever unknown.
+    item('rf'),
+    ...failedJob('rf', 'j7'),
+    ...failedJob('rf', 'j8'),
+    { t: 'submitting', id: 'rf', fp: 'fp1', at: '' },
+    { t: 'accepted', id: 'rf', fp: 'fp1', job_id: 'j9', at: '' },
+    // --retry-failed whose POST's outcome is unknown: sent after every earlier POST was answered.
+    item('rfu'),
+    ...failedJob('rfu', 'j10'),
+    { t: 'submitting', id: 'rfu', fp: 'fp1', at: '' },
+    // A lost outcome, a resend that created nothing (429), one that may have (accepted: the one
+    // possible duplicate), then its failed job retried on purpose: no duplicate of the lost one.
+    item('lost'),
+    { t: 'submitting', id: 'lost', fp: 'fp1', at: '' },
+    { t: 'submitting', id: 'lost', fp: 'fp1', at: '' },
+    { t: 'not_created', id: 'lost', fp: 'fp1', error: { code: 'rate_limited', message: '429' } },
+    ...failedJob('lost', 'j11'),
+    { t: 'submitting', id: 'lost', fp: 'fp1', at: '' },
+    { t: 'incomplete', id: 'lost', fp: 'fp1', error: { code: 'submit_unknown', message: 'reset' } },
+    // Two POSTs, neither answered (two crashes in a row): the second is a possible duplicate.
+    item('twice'),
+    { t: 'submitting', id: 'twice', fp: 'fp1', at: '' },
+    { t: 'submitting', id: 'twice', fp: 'fp1', at: '' },
+    // A lost outcome, then a resend the service refused (400): failed, no second job.
+    item('ncr'),
+    { t: 'submitting', id: 'ncr', fp: 'fp1', at: '' },
+    { t: 'submitting', id: 'ncr', fp: 'fp1', at: '' },
+    { t: 'refused', id: 'ncr', fp: 'fp1', error: { code: 'validation_error', message: 'no' } },
+  ];
+}
+
+/** A POST whose job was accepted and failed. */
+function failedJob(id: string, jobId: string): JournalRecord[] {
+  return [
+    { t: 'submitting', id, fp: 'fp1', at: '' },
+    { t: 'accepted', id, fp: 'fp1', job_id: jobId, at: '' },
+    {
+      t: 'ended',
+      id,
+      fp: 'fp1',
+      job_id: jobId,
+      status: 'failed',
+      image_url: null,
+      processing_time_ms: null,
+      error: { code: 'x', message: 'y' },
+    },
   ];
 }
 
@@ -129,6 +192,27 @@ describe('journal', () => {
     expect(phase('nc')).toMatchObject({ phase: 'new', submissions: 1 });
     // A changed fingerprint is a new item: nothing of the old job carries over.
     expect(phase('chg')).toMatchObject({ phase: 'new', fp: 'fp2', jobId: null, submissions: 0 });
+    // Possible duplicates: only POSTs sent while an earlier one's outcome was unknown.
+    const resends = (id: string) => [states.get(id)!.submissions, states.get(id)!.ambiguousResends];
+    expect(resends('done')).toEqual([1, 0]);
+    expect(resends('dup')).toEqual([2, 1]);
+    expect(resends('nc')).toEqual([1, 0]);
+    expect(resends('rf')).toEqual([3, 0]);
+    expect(resends('rfu')).toEqual([2, 0]);
+    expect(resends('lost')).toEqual([3, 1]);
+    // Its last POST (the retry) is unanswered, but was not sent over an unknown outcome.
+    expect(phase('lost')).toMatchObject({ phase: 'unknown', outcomeLost: false });
+    expect(resends('twice')).toEqual([2, 1]);
+    expect(phase('twice')).toMatchObject({ phase: 'unknown', outcomeLost: true });
+    expect(phase('ncr')).toMatchObject({
+      phase: 'failed',
+      submissions: 1,
+      ambiguousResends: 0,
+      outcomeLost: true,
+    });
+    expect(phase('rfu')).toMatchObject({ phase: 'unknown', outcomeLost: false });
+    const possible = [...states.values()].filter((s) => reportItem(s).ambiguous_resends > 0).map((s) => s.id);
+    expect(possible).toEqual(['dup', 'lost', 'twice']);
   });
 
   it('compaction keeps exactly the same states, and the last run and plan', () => {

@@ -18,6 +18,8 @@ const full = (id: string, over: Partial<ItemState> = {}): ItemState => ({
   bytes: 4567,
   mtimeMs: 1700000001000.25,
   submissions: 2,
+  ambiguousResends: 1,
+  outcomeLost: true,
   error: null,
   preflight: ['rotated 90°', 'metadata removed'],
   review: { score: 0.123, flags: ['rotated', 'duplicate'] },
@@ -36,9 +38,12 @@ describe('ItemTable: item states packed in columns', () => {
       full('e', { phase: 'new', processingTimeMs: null, submissions: 0, src: null, preflight: null }),
       full('f', { preflight: [], review: null }),
       full('g', { review: { score: 1, flags: [] } }),
+      // Sent again on purpose (--retry-failed): no possible duplicate; and a lost outcome not resent yet.
+      full('h', { submissions: 3, ambiguousResends: 0, outcomeLost: false }),
+      full('i', { phase: 'new', submissions: 1, ambiguousResends: 0, outcomeLost: true }),
     ];
     for (const state of states) table.set(state);
-    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    expect([...table.keys()]).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
     expect([...table.values()]).toEqual(states);
     expect(table.fingerprint('d')).toBe('not-hex');
     expect(table.get('zz')).toBeUndefined();

@@ -186,8 +186,12 @@ export const CLIENT_JS = String.raw`(function () {
       h('div', { class: 'card-head' }, [h('h3', { class: 'id', text: it.id }), badge(it.status)]),
       h('p', { class: 'meta' }, meta),
     ];
-    if (it.submissions > 1) {
-      body.push(h('p', { class: 'dup', text: 'Submitted ' + it.submissions + ' times: possible duplicate charge' }));
+    // Only a send after an unknown outcome may have charged twice; a deliberate resubmission
+    // (--retry-failed) counts in submissions but is no duplicate.
+    if (it.dup) {
+      body.push(h('p', { class: 'dup', text: 'Submitted ' + it.submissions + ' times, ' + it.dup + ' after an unknown outcome: possible duplicate charge' }));
+    } else if (it.submissions > 1) {
+      body.push(h('p', { class: 'meta', text: 'Submitted ' + it.submissions + ' times' }));
     }
     if (it.pre) {
       body.push(h('p', { class: 'pre', title: 'What preflight did to the upload' }, ['Uploaded: ' + it.pre.join(', ')]));

@@ -26,3 +26,23 @@ export const ERROR_HINTS: Readonly<Record<string, string>> = {
   'status:incomplete': 'Rerun the same command to continue.',
   'status:rejected': 'Fix the manifest row or the image, then rerun.',
 };
+
+/**
+ * The hints of a worker run's report (`report --redis`): there the rerun is `enqueue` again and the
+ * work is done by workers, so the advice says that instead of "rerun the same command".
+ */
+export const WORKER_HINTS: Readonly<Record<string, string>> = {
+  ...ERROR_HINTS,
+  submit_unknown:
+    'The service may or may not have accepted this job. Enqueue the manifest again (kitchen-batch enqueue) and a worker submits it again; the report then counts it as a possible duplicate.',
+  job_timeout:
+    "Enqueue the manifest again (kitchen-batch enqueue): a worker polls the accepted job, it is not submitted again. Raise the workers' --job-timeout if jobs often take this long.",
+  download_failed:
+    'Enqueue the manifest again (kitchen-batch enqueue): a worker downloads the result again, it is not regenerated.',
+  not_submitted: 'No worker has reached this item yet: start a worker (kitchen-batch worker --redis URL).',
+  interrupted: 'A worker hands this item back to the queue; another worker goes on with it.',
+  'status:failed':
+    'The service ended this job as failed. Enqueue the manifest again with --retry-failed (kitchen-batch enqueue <manifest> --retry-failed) and a worker submits it again.',
+  'status:incomplete': 'Enqueue the manifest again (kitchen-batch enqueue) and run a worker to continue.',
+  'status:rejected': 'Fix the manifest row or the image, then enqueue the manifest again.',
+};

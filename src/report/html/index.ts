@@ -27,6 +27,8 @@ export interface HtmlReportOptions {
    * @default os.availableParallelism()
    */
   concurrency?: number;
+  /** The "how to fix" hints by error code. @default ERROR_HINTS (a `run`'s words) */
+  hints?: Readonly<Record<string, string>>;
 }
 
 /** What {@link writeHtmlReport} wrote. */
@@ -49,6 +51,8 @@ interface PageItem {
   status: ItemStatus;
   ms: number | null;
   submissions: number;
+  /** Submissions sent again while an earlier one's outcome was unknown; omitted when 0. */
+  dup?: number;
   job: string | null;
   error: ItemError | null;
   /** What preflight did to the upload (report.json's `preflight`); omitted when nothing. */
@@ -96,6 +100,7 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
     status: item.status,
     ms: item.processing_time_ms,
     submissions: item.submissions,
+    ...(item.ambiguous_resends > 0 ? { dup: item.ambiguous_resends } : {}),
     job: item.job_id,
     error: item.error,
     ...(item.preflight.length > 0 ? { pre: item.preflight } : {}),
@@ -107,7 +112,11 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
   const shown = new Set<string>();
   for (const i of items) for (const url of [i.src, i.out]) if (url) shown.add(url);
 
-  const html = renderPage(buildHeader(options.report), { pageSize: PAGE_SIZE, hints: ERROR_HINTS, items });
+  const html = renderPage(buildHeader(options.report), {
+    pageSize: PAGE_SIZE,
+    hints: options.hints ?? ERROR_HINTS,
+    items,
+  });
   const file = path.join(outDir, 'report.html');
   await writeFileAtomic(file, html);
   return { file, thumbnails: shown.size };
