@@ -1,5 +1,6 @@
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
+import { UNREACHABLE_MS } from '../limits.js';
 import { monotonicMs, sleep } from '../util/time.js';
 import { ApiError } from './errors.js';
 import type { Priority, RateLimiter } from './governor.js';
@@ -71,7 +72,7 @@ export class ServiceGate {
   constructor(governor: RateLimiter, logger: Logger, options: GateOptions = {}) {
     this.#governor = governor;
     this.#retry = options.retry ?? {};
-    this.#unreachableMs = options.unreachableMs ?? 120_000;
+    this.#unreachableMs = options.unreachableMs ?? UNREACHABLE_MS;
     this.#logger = logger;
   }
 

@@ -3,10 +3,12 @@
  * works on the items `enqueue` queued, beside any number of other workers.
  */
 import { parseArgs } from 'node:util';
-import { serviceConfig } from '../config.js';
+import { intFlag, positiveFlag, secondsFlag, serviceConfig } from '../config.js';
 import { redisUrl } from '../distributed/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../distributed/worker.js';
 import { EXIT, UsageError } from '../errors.js';
+import { CONCURRENCY, MAX_SIDE } from '../limits.js';
+import { OptionError, wholeNumber } from '../util/validate.js';
 import type { CommandDeps } from './common.js';
 import { reviewThreshold } from './review.js';
 
@@ -48,22 +50,19 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   });
   if (positionals.length > 0) throw new UsageError(USAGE);
   const url = redisUrl(values.redis, deps.env);
-  const number = (flag: string, value: string | undefined, min: number, whole: boolean) => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min || (whole && !Number.isInteger(n))) {
-      throw new UsageError(
-        `--${flag}: expected ${whole ? 'a whole number' : 'a number'} ≥ ${min}, got ${JSON.stringify(value)}`,
-      );
-    }
-    return n;
-  };
-  const concurrency = number('concurrency', values.concurrency, 1, true);
-  const maxRate = number('max-rate', values['max-rate'], 0.1, false);
-  const stall = number('stall-timeout', values['stall-timeout'], 1, false);
-  const grace = number('grace', values.grace, 0, false);
-  const jobTimeout = number('job-timeout', values['job-timeout'], 1, false);
-  const maxSide = number('max-side', values['max-side'], 64, true);
+  // The same checks and messages as `run`'s flags, with the same bounds (src/limits.ts).
+  const concurrency = wholeNumber('--concurrency', intFlag('concurrency', values.concurrency), CONCURRENCY);
+  const maxRate = positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second');
+  const stall = secondsFlag('stall-timeout', values['stall-timeout']);
+  if (stall !== undefined && stall < 1000) {
+    throw new OptionError('--stall-timeout', 'a number of seconds of at least 1', values['stall-timeout']);
+  }
+  const grace = values.grace === undefined ? undefined : Number(values.grace);
+  if (grace !== undefined && (values.grace!.trim() === '' || !Number.isFinite(grace) || grace < 0)) {
+    throw new OptionError('--grace', 'a number of seconds of at least 0', values.grace);
+  }
+  const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
+  const maxSide = wholeNumber('--max-side', intFlag('max-side', values['max-side']), MAX_SIDE);
   const threshold = reviewThreshold(values['review-threshold']);
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
@@ -87,9 +86,9 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
     },
     ...(concurrency !== undefined ? { concurrency } : {}),
     untilDrained: values['until-drained'] ?? false,
-    ...(stall !== undefined ? { stallTimeoutMs: stall * 1000 } : {}),
-    ...(grace !== undefined ? { graceMs: grace * 1000 } : {}),
-    ...(jobTimeout !== undefined ? { jobTimeoutMs: jobTimeout * 1000 } : {}),
+    ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
+    ...(grace !== undefined ? { graceMs: Math.round(grace * 1000) } : {}),
+    ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
     preflight: {
       keepMetadata: values['keep-metadata'] ?? false,
       ...(maxSide !== undefined ? { maxSide } : {}),

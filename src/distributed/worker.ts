@@ -13,7 +13,8 @@ import type { Logger } from 'pino';
 import { KitchenClient } from '../api/client.js';
 import { ServiceGate } from '../api/gate.js';
 import type { GovernorOptions } from '../api/governor.js';
-import { InterruptedError, type KitchenError, UsageError } from '../errors.js';
+import { InterruptedError, type KitchenError } from '../errors.js';
+import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS } from '../limits.js';
 import { checkStyle } from '../manifest/index.js';
 import type { StageContext } from '../pipeline/context.js';
 import { downloadItem } from '../pipeline/download.js';
@@ -31,6 +32,7 @@ import type { Item, ItemError, ItemStatus } from '../types.js';
 import { coalescedFsyncDir } from '../util/fs.js';
 import { createRunLogger } from '../util/logger.js';
 import { sleep } from '../util/time.js';
+import { wholeNumber } from '../util/validate.js';
 import { openQueue, QUEUE_NAME, type QueuedItem, readRunMeta, SERVICE_KEY } from './queue.js';
 import { SharedRate } from './rate.js';
 import { openRedis, redactUrl } from './redis.js';
@@ -104,10 +106,7 @@ export interface ItemResult {
  */
 export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
   const name = (options.name ?? `${hostname()}-${process.pid}`).replace(/[^A-Za-z0-9._-]/g, '_');
-  const concurrency = options.concurrency ?? 8;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
-    throw new UsageError(`--concurrency: expected a whole number from 1 to 1000, got ${concurrency}`);
-  }
+  const concurrency = wholeNumber('concurrency', options.concurrency, CONCURRENCY, CONCURRENCY.default);
   // Commands wait for a Redis that restarts instead of failing: a state write that cannot be made
   // holds its POST back until it can.
   const redis = await openRedis(options.redisUrl, { blocking: true });
@@ -160,7 +159,9 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         ),
     });
     const client = new KitchenClient({ baseUrl: options.service.baseUrl, apiKey: options.service.apiKey });
-    const gate = new ServiceGate(rate, logger, { unreachableMs: options.service.unreachableMs ?? 120_000 });
+    const gate = new ServiceGate(rate, logger, {
+      unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS,
+    });
     const preflighter = createPreflighter({ cacheDir: path.join(outDir, '.prepared'), ...options.preflight });
     const shared: Omit<StageContext, 'store'> = {
       client,
@@ -198,7 +199,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         emit,
         fail,
         summary,
-        jobTimeoutMs: options.jobTimeoutMs ?? 1_800_000,
+        jobTimeoutMs: options.jobTimeoutMs ?? JOB_TIMEOUT_MS,
       });
       blocking = await openRedis(options.redisUrl, { blocking: true });
       const worker = new Worker<QueuedItem, ItemResult>(

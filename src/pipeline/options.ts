@@ -10,6 +10,7 @@ import { normaliseBaseUrl } from '../api/client.js';
 import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
+import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
 import { suggestStyles } from '../manifest/styles.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import type { RunEvent } from './events.js';
@@ -400,7 +401,13 @@ function resolveService(
   return {
     apiKey,
     baseUrl,
-    unreachableMs: numberAbove(label('service.unreachableMs'), service.unreachableMs, 0, 120_000, 'ms'),
+    unreachableMs: numberAbove(
+      label('service.unreachableMs'),
+      service.unreachableMs,
+      0,
+      UNREACHABLE_MS,
+      'ms',
+    ),
     ...(service.timeouts ? { timeouts: service.timeouts } : {}),
     ...(service.retry ? { retry: service.retry } : {}),
     ...(service.governor ? { governor: service.governor } : {}),
@@ -421,12 +428,17 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     manifestDir: path.dirname(path.resolve(cwd, manifest)),
     preflight: {
       keepMetadata: keepMetadata(preflight, label),
-      maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, { min: 64, max: 16_384 }, 4096),
+      maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, MAX_SIDE, MAX_SIDE.default),
     },
     limits: {
-      concurrency: wholeNumber(label('limits.concurrency'), limits.concurrency, { min: 1, max: 1000 }, 8),
+      concurrency: wholeNumber(
+        label('limits.concurrency'),
+        limits.concurrency,
+        CONCURRENCY,
+        CONCURRENCY.default,
+      ),
       maxSubmissions: wholeNumber(label('limits.maxSubmissions'), limits.maxSubmissions, { min: 0 }) ?? null,
-      jobTimeoutMs: numberAbove(label('limits.jobTimeoutMs'), limits.jobTimeoutMs, 0, 1_800_000, 'ms'),
+      jobTimeoutMs: numberAbove(label('limits.jobTimeoutMs'), limits.jobTimeoutMs, 0, JOB_TIMEOUT_MS, 'ms'),
       shard,
       ...maxDuration(limits, label),
       maxRate:
@@ -439,7 +451,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       manifestRenamed: flag(label('resume.manifestRenamed'), resume.manifestRenamed, false),
     },
     timing: {
-      graceMs: numberAbove(label('timing.graceMs'), timing.graceMs, -1, 5000, 'ms'),
+      graceMs: numberAbove(label('timing.graceMs'), timing.graceMs, -1, RUN_GRACE_MS, 'ms'),
       reportIntervalMs: numberAbove(
         label('timing.reportIntervalMs'),
         timing.reportIntervalMs,

@@ -1,0 +1,16 @@
+/**
+ * The bounds and defaults that `run`, `plan`, the worker and the library share, named once: a worker
+ * takes the same values a run does, and a default changed here changes everywhere
+ * (docs/contract.md#options, #worker-mode).
+ */
+
+/** Jobs (or items) one process holds at once. */
+export const CONCURRENCY = { min: 1, max: 1000, default: 8 } as const;
+/** Longest side of an uploaded image, px. */
+export const MAX_SIDE = { min: 64, max: 16_384, default: 4096 } as const;
+/** A job not ended this long after polling of it started is `incomplete/job_timeout`. */
+export const JOB_TIMEOUT_MS = 1_800_000;
+/** No answer from the service for this long while calls keep failing: unreachable (exit 3). */
+export const UNREACHABLE_MS = 120_000;
+/** After a stop, how long requests in flight get before they are aborted: a run's default. */
+export const RUN_GRACE_MS = 5000;
