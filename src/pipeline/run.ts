@@ -184,7 +184,6 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       baseUrl: client.baseUrl,
       total: manifest.count,
       plan,
-      states: store,
       store,
       gate,
       polls: ctx.polls.stats,
