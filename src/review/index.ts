@@ -12,10 +12,11 @@ import type { RunEvent } from '../pipeline/events.js';
 import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import { startProcess } from '../util/fork.js';
-import { DEFAULT_THRESHOLD, DuplicateIndex, type ReviewFlag } from './analyse.js';
+import { DuplicateIndex } from './analyse.js';
 import type { ReviewFatal, ReviewReply, ReviewRequest, SourceSample } from './child.js';
+import { DEFAULT_THRESHOLD, type ReviewFlag } from './flags.js';
 
-export { DEFAULT_THRESHOLD } from './analyse.js';
+export { DEFAULT_THRESHOLD } from './flags.js';
 
 /** What the reviewer reads and writes. */
 export interface ReviewerDeps {
