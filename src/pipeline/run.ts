@@ -5,6 +5,7 @@ import { ServiceGate } from '../api/gate.js';
 import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
 import { checkManifestFile, checkStyle, openManifest } from '../manifest/index.js';
+import { createPreflighter } from '../preflight/index.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
@@ -26,7 +27,6 @@ import {
 } from './options.js';
 import { folderPath, settleOutDir } from './out-dir.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
-import { createPreflighter } from './preflight/index.js';
 import { RunReporter } from './reporting.js';
 import { inShard, shardChange, shardText } from './shard.js';
 import { RunStop } from './stop.js';

@@ -4,7 +4,7 @@ import {
   createPreflighter,
   type PreflightOptions,
   type PreflightWorkEvent,
-} from '../../src/pipeline/preflight/index.js';
+} from '../../src/preflight/index.js';
 import { noise } from '../helpers/images.js';
 import { useTempDir } from '../helpers/tmp.js';
 import { ok, photo } from './helpers.js';
