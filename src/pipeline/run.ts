@@ -6,6 +6,8 @@ import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
 import { checkManifestFile, checkStyle, openManifest } from '../manifest/index.js';
 import { createPreflighter } from '../preflight/index.js';
+import { EarlyThumbnails } from '../report/early-thumbs.js';
+import { RunReporter } from '../report/reporter.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
@@ -27,12 +29,10 @@ import {
 } from './options.js';
 import { folderPath, settleOutDir } from './out-dir.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
-import { RunReporter } from './reporting.js';
 import { inShard, shardChange, shardText } from './shard.js';
 import { RunStop } from './stop.js';
 import { fetchStyleKeys } from './styles.js';
 import { UploadReader } from './submit.js';
-import { EarlyThumbnails } from './thumbnails.js';
 
 export type { RunOptions } from './options.js';
 

@@ -1,12 +1,12 @@
 import type { ServiceGate } from '../api/gate.js';
-import { isUnfinishedDefault, type RunInfo, reportRows } from '../report/build.js';
-import { type WrittenReport, writeReports } from '../report/write.js';
+import type { ProgressCounts, RunEvent } from '../pipeline/events.js';
+import type { FlowCounts } from '../pipeline/flow.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
 import type { ItemError, ReportItem } from '../types.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
-import type { ProgressCounts, RunEvent } from './events.js';
-import type { FlowCounts } from './flow.js';
+import { isUnfinishedDefault, type RunInfo, reportRows } from './build.js';
+import { type WrittenReport, writeReports } from './write.js';
 
 /** The rows, with the run's `--max-duration` as the reason of those left unfinished without one. */
 async function* withWindow(
