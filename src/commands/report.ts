@@ -120,9 +120,9 @@ async function redisReport(
   values: { json?: boolean | undefined; 'no-html'?: boolean | undefined; out?: string | undefined },
   deps: CommandDeps,
 ): Promise<number> {
-  const { redactUrl, redisUrl, withRedis } = await import('../distributed/redis.js');
-  const { readRunMeta } = await import('../distributed/queue.js');
-  const { redisReportSource } = await import('../distributed/report.js');
+  const { redactUrl, redisUrl, withRedis } = await import('../worker/redis.js');
+  const { readRunMeta } = await import('../worker/queue.js');
+  const { redisReportSource } = await import('../worker/report.js');
   const checked = redisUrl(url, deps.env);
   return withRedis(checked, async (redis) => {
     const meta = await readRunMeta(redis);
