@@ -10,7 +10,7 @@ import { normaliseBaseUrl } from '../api/client.js';
 import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
-import { suggestStyles } from '../manifest/styles.js';
+import { suggestStyles } from '../manifest/style-check.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import type { RunEvent } from './events.js';
 import { checkShard, type Shard } from './shard.js';

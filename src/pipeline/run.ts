@@ -19,6 +19,7 @@ import { coalescedFsyncDir } from '../util/fs.js';
 import { monotonicMs } from '../util/time.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
+import { fetchStyleKeys } from './fetch-styles.js';
 import { Flow } from './flow.js';
 import {
   isResolved,
@@ -31,7 +32,6 @@ import { folderPath, settleOutDir } from './out-dir.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
 import { inShard, shardChange, shardText } from './shard.js';
 import { RunStop } from './stop.js';
-import { fetchStyleKeys } from './styles.js';
 import { UploadReader } from './submit.js';
 
 export type { RunOptions } from './options.js';

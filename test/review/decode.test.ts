@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signature, similarity } from '../../src/review/analyse.js';
+import { signature, similarity } from '../../src/review/compare.js';
 import { decodeSmallJpeg, jpegHeader, SMALL_PIXELS } from '../../src/review/decode.js';
 import { kitchenImage, noise } from '../helpers/images.js';
 

@@ -10,7 +10,7 @@ import { firstChunk, MAX_IMAGE_BYTES, parseMultipart, readBody } from '../body.j
 import type { SandboxContext } from '../context.js';
 import { inScope } from '../faults.js';
 import { type Exchange, errorBody, send } from '../respond.js';
-import { isSandboxStyle, SANDBOX_STYLES, stylesBody } from '../styles.js';
+import { isSandboxStyle, SANDBOX_STYLES, stylesBody } from '../style-catalogue.js';
 
 /** Which per-request fault scope a request falls in. */
 type RequestKind = 'create' | 'poll' | 'other';
