@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const src = join(root, 'src');
+const support = join('test', 'support');
 
 /** Every .ts file under `dir`, as paths relative to the repository root. */
 function sources(dir: string): string[] {
@@ -29,6 +30,17 @@ function imports(text: string): string[] {
     if (spec?.startsWith('.')) found.push(spec);
   }
   return found;
+}
+
+/** Where the .ts files under `dir` import from: each file with the repository paths its specifiers name. */
+function importsOf(dir: string): Array<{ file: string; targets: string[] }> {
+  return sources(join(root, dir)).map((file) => {
+    const text = readFileSync(join(root, file), 'utf8').replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, '');
+    return {
+      file,
+      targets: imports(text).map((spec) => relative(root, resolve(root, dirname(file), spec))),
+    };
+  });
 }
 
 /** The file graph of src/: each file to the src/ files it imports. */
@@ -131,5 +143,18 @@ describe('src/ layout', () => {
     const found = cycles(edges).map((component) => loop(edges, component));
     if (found.length > 0) console.log(`import circles in src/:\n${found.join('\n')}`);
     expect(found).toEqual([]);
+  });
+
+  it('bench/ and scripts/ take fixtures from test/support/ only, and test/support/ needs nothing else of test/', () => {
+    const outside = (from: string[], allowed: string) =>
+      from.flatMap((dir) =>
+        importsOf(dir).flatMap(({ file, targets }) =>
+          targets
+            .filter((target) => target.startsWith('test/') && !target.startsWith(`${allowed}/`))
+            .map((target) => `${file} imports ${target}`),
+        ),
+      );
+    expect(outside(['bench', 'scripts'], support)).toEqual([]);
+    expect(outside([support], support)).toEqual([]);
   });
 });

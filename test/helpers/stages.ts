@@ -24,7 +24,7 @@ import { ItemTable } from '../../src/state/table.js';
 import type { Item } from '../../src/types.js';
 import { coalescedFsyncDir } from '../../src/util/fs.js';
 import { createRunLogger } from '../../src/util/logger.js';
-import { kitchenJpeg } from './images.js';
+import { kitchenJpeg } from '../support/images.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from './sandbox.js';
 import { type TempDir, tempDirForTest } from './tmp.js';
 

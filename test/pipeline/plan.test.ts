@@ -5,8 +5,8 @@ import { createPreflighter, type PreflightWorkEvent } from '../../src/preflight/
 import { newItemState } from '../../src/state/state.js';
 import type { Item } from '../../src/types.js';
 import { sha256 } from '../../src/util/fs.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 /** An item over a fresh image, a preflighter that counts its work, and `decide` bound to both. */
 async function setup() {

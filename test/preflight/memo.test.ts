@@ -5,8 +5,8 @@ import {
   type PreflightOptions,
   type PreflightWorkEvent,
 } from '../../src/preflight/index.js';
-import { noise } from '../helpers/images.js';
 import { useTempDir } from '../helpers/tmp.js';
+import { noise } from '../support/images.js';
 import { ok, photo } from './helpers.js';
 
 const tmp = useTempDir('preflight-test-', 'suite');

@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
 import { QUEUE_NAME } from '../../src/worker/queue.js';
 import { withRedis } from '../../src/worker/redis.js';
-import { kitchenJpeg } from '../helpers/images.js';
-import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { kitchenJpeg } from '../support/images.js';
+import { HAS_REDIS, startRedis, type TestRedis } from '../support/redis.js';
 import { catalogue, cli, useRedis } from './world.js';
 
 let redis: TestRedis;

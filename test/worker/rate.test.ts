@@ -5,7 +5,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readSharedRate, SharedRate } from '../../src/worker/rate.js';
-import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
+import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { useRedis } from './world.js';
 
 let redis: TestRedis;

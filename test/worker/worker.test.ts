@@ -14,9 +14,9 @@ import type { Sandbox, SandboxFaults, SandboxOptions } from '../../src/sandbox/i
 import type { Report } from '../../src/types.js';
 import { RATE_KEY } from '../../src/worker/rate.js';
 import { type CliProcess, killAllClis, spawnCli, waitFor } from '../helpers/cli.js';
-import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 import { allFiles } from '../helpers/tmp.js';
+import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { catalogue, cli, exitOf, itemStates, useRedis } from './world.js';
 
 let redis: TestRedis;
