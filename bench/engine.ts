@@ -33,7 +33,7 @@ import { type RunResult, runBatch } from '../src/pipeline/run.js';
 import { inShard } from '../src/pipeline/shard.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
 import type { Report, ReportItem } from '../src/types.js';
-import { HAS_REDIS, startRedis } from '../test/helpers/redis.js';
+import { HAS_REDIS, startRedis } from '../test/support/redis.js';
 import { type NaiveItem, runNaive } from './naive.js';
 import {
   countRequests,

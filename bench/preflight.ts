@@ -20,7 +20,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp, { type Sharp } from 'sharp';
-import { createPreflighter } from '../src/pipeline/preflight/index.js';
+import { createPreflighter } from '../src/preflight/index.js';
 
 const CONCURRENCY = os.availableParallelism();
 

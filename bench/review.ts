@@ -15,8 +15,8 @@ import path from 'node:path';
 import { type RunOptions, runBatch } from '../src/pipeline/run.js';
 import { type BadResult, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
 import type { Report } from '../src/types.js';
-import { kitchenJpeg } from '../test/helpers/images.js';
-import { EXPECTED_FLAG as EXPECTED } from '../test/review/kinds.js';
+import { EXPECTED_FLAG as EXPECTED } from '../test/support/bad-result-flags.js';
+import { kitchenJpeg } from '../test/support/images.js';
 import { fmt, printTable, tempDir, verdict } from './util.js';
 
 const KINDS = Object.keys(EXPECTED) as BadResult[];

@@ -18,9 +18,9 @@ export type {
   SignalOptions,
   TimingOptions,
 } from './pipeline/options.js';
-export type { PreflightOptions, PreflightResult } from './pipeline/preflight/index.js';
-export { createPreflighter } from './pipeline/preflight/index.js';
 export { type RunResult, runBatch } from './pipeline/run.js';
+export type { PreflightOptions, PreflightResult } from './preflight/index.js';
+export { createPreflighter } from './preflight/index.js';
 export type { Sandbox, SandboxOptions } from './sandbox/index.js';
 export { startSandbox } from './sandbox/index.js';
 export type * from './types.js';

@@ -81,7 +81,7 @@ export function decreaseEvent(
 
 /**
  * What the {@link ServiceGate} needs of a rate limit: the one process's {@link RateGovernor}, or the
- * worker mode's rate shared by every worker through Redis (`src/distributed/rate.ts`).
+ * worker mode's rate shared by every worker through Redis (`src/worker/rate.ts`).
  */
 export interface RateLimiter {
   /** The request rate allowed now, per second. */

@@ -7,6 +7,14 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
+import { UsageError } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
+import { fingerprint } from '../pipeline/fingerprint.js';
+import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
+import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
+import type { Item } from '../types.js';
+import { mapOrdered } from '../util/async.js';
+import { sha256File } from '../util/fs.js';
 import {
   claimRun,
   ITEM_ATTEMPTS,
@@ -16,17 +24,9 @@ import {
   ORDER_KEY,
   openQueue,
   type QueuedItem,
-} from '../distributed/queue.js';
-import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
-import { STATES_KEY, type StoredState, stateOfJob } from '../distributed/store.js';
-import { UsageError } from '../errors.js';
-import { openManifest } from '../manifest/index.js';
-import { fingerprint } from '../pipeline/fingerprint.js';
-import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
-import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
-import type { Item } from '../types.js';
-import { mapOrdered } from '../util/async.js';
-import { sha256File } from '../util/fs.js';
+} from '../worker/queue.js';
+import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
+import { STATES_KEY, type StoredState, stateOfJob } from '../worker/store.js';
 import type { CommandDeps } from './common.js';
 
 /** Items planned and looked up in Redis together. */

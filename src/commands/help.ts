@@ -3,7 +3,7 @@
  * command (usage, what it does, its options with their value placeholders, examples), the overview,
  * and "did you mean" for a mistyped command or option (docs/contract.md#commands).
  */
-import { suggestStyles } from '../manifest/styles.js';
+import { suggestStyles } from '../manifest/style-check.js';
 import { sandboxHelp } from './sandbox.js';
 
 /** One command's page. */

@@ -5,11 +5,11 @@ import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
 import { WORKER_HINTS } from '../report/html/hints.js';
 import { writeReports } from '../report/write.js';
+import { JournalFold } from '../state/fold.js';
 import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
 import { planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
-import { JournalFold } from '../state/state.js';
 import type { Report, ReportItem } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
 import { isoWithOffset } from '../util/time.js';
@@ -120,9 +120,9 @@ async function redisReport(
   values: { json?: boolean | undefined; 'no-html'?: boolean | undefined; out?: string | undefined },
   deps: CommandDeps,
 ): Promise<number> {
-  const { redactUrl, redisUrl, withRedis } = await import('../distributed/redis.js');
-  const { readRunMeta } = await import('../distributed/queue.js');
-  const { redisReportSource } = await import('../distributed/report.js');
+  const { redactUrl, redisUrl, withRedis } = await import('../worker/redis.js');
+  const { readRunMeta } = await import('../worker/queue.js');
+  const { redisReportSource } = await import('../worker/report.js');
   const checked = redisUrl(url, deps.env);
   return withRedis(checked, async (redis) => {
     const meta = await readRunMeta(redis);

@@ -4,12 +4,12 @@
  */
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
-import { openQueue, readRunMeta } from '../distributed/queue.js';
-import { readSharedRate } from '../distributed/rate.js';
-import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../distributed/redis.js';
-import { reportRows } from '../distributed/report.js';
 import { UsageError } from '../errors.js';
 import type { ItemStatus } from '../types.js';
+import { openQueue, readRunMeta } from '../worker/queue.js';
+import { readSharedRate } from '../worker/rate.js';
+import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
+import { reportRows } from '../worker/report.js';
 import type { CommandDeps } from './common.js';
 
 /** The states `status` counts, in BullMQ's words. */

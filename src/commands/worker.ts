@@ -4,11 +4,11 @@
  */
 import { parseArgs } from 'node:util';
 import { intFlag, positiveFlag, secondsFlag, serviceConfig } from '../config.js';
-import { redisUrl } from '../distributed/redis.js';
-import { runWorker, type WorkerEvent, type WorkerSummary } from '../distributed/worker.js';
 import { EXIT, UsageError } from '../errors.js';
 import { CONCURRENCY, MAX_SIDE } from '../limits.js';
 import { OptionError, wholeNumber } from '../util/validate.js';
+import { redisUrl } from '../worker/redis.js';
+import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
 import type { CommandDeps } from './common.js';
 import { reviewThreshold } from './review.js';
 

@@ -14,7 +14,7 @@ import { expandRow } from './expand.js';
 import { readJsonlRows, readJsonRows } from './json.js';
 import type { RawRow, Warn } from './row.js';
 
-export { checkStyle, suggestStyles } from './styles.js';
+export { checkStyle, suggestStyles } from './style-check.js';
 
 /** Options of {@link readManifest}. */
 export interface ReadManifestOptions {

@@ -10,7 +10,7 @@ import type { PollScheduler } from './poll-schedule.js';
 
 /**
  * Where a stage records what it learnt: the journal under `run` ({@link ItemStore}), Redis under a
- * worker (`src/distributed/store.ts`). Resolves once the record is durable (`sync`: before a POST
+ * worker (`src/worker/store.ts`). Resolves once the record is durable (`sync`: before a POST
  * leaves, after a 202, after a download) and applied to the item's state object.
  */
 export interface StageStore {

@@ -8,8 +8,8 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { ApiError } from '../api/errors.js';
 import { ResultDecodeError, StateError } from '../errors.js';
+import { FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
 import type { ItemState } from '../state/state.js';
-import { FORMAT_EXTENSION, type UploadFormat } from '../util/image-format.js';
 import { failed, type StageContext } from './context.js';
 import type { Outcome } from './outcomes.js';
 

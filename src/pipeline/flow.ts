@@ -6,6 +6,7 @@
  */
 import PQueue from 'p-queue';
 import type { KitchenError } from '../errors.js';
+import type { Preflighter } from '../preflight/index.js';
 import type { ItemStore } from '../state/items.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
@@ -16,7 +17,6 @@ import type { Outcome } from './outcomes.js';
 import { runError } from './outcomes.js';
 import { type Decision, decide, type PreparedUpload, plannedIdentity } from './plan.js';
 import { pollJob } from './poll.js';
-import type { Preflighter } from './preflight/index.js';
 import type { RunStop } from './stop.js';
 import { submitItem } from './submit.js';
 

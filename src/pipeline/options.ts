@@ -11,7 +11,7 @@ import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
-import { suggestStyles } from '../manifest/styles.js';
+import { suggestStyles } from '../manifest/style-check.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import type { RunEvent } from './events.js';
 import { checkShard, type Shard } from './shard.js';

@@ -9,8 +9,8 @@
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { StateError } from '../errors.js';
+import type { LastRun } from '../state/fold.js';
 import { scanJournal } from '../state/journal.js';
-import type { LastRun } from '../state/state.js';
 
 /** A folder's last `run` and `plan` records, as a journal's fold or an open run folder has them. */
 export type LastRecords = { [K in keyof LastRun]?: LastRun[K] | undefined };

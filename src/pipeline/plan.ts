@@ -1,12 +1,12 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { Preflighter, PreflightResult } from '../preflight/index.js';
 import type { ItemIdentity } from '../state/items.js';
 import type { SourceIdentity } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
 import { sha256File } from '../util/fs.js';
 import { fingerprint } from './fingerprint.js';
-import type { Preflighter, PreflightResult } from './preflight/index.js';
 
 /** A preflight that passed: what gets uploaded. */
 export type PreparedUpload = Extract<PreflightResult, { ok: true }>;

@@ -5,6 +5,9 @@ import { ServiceGate } from '../api/gate.js';
 import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
 import { checkManifestFile, checkStyle, openManifest } from '../manifest/index.js';
+import { createPreflighter } from '../preflight/index.js';
+import { EarlyThumbnails } from '../report/early-thumbs.js';
+import { RunReporter } from '../report/reporter.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
@@ -16,6 +19,7 @@ import { coalescedFsyncDir } from '../util/fs.js';
 import { monotonicMs } from '../util/time.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
+import { fetchStyleKeys } from './fetch-styles.js';
 import { Flow } from './flow.js';
 import {
   isResolved,
@@ -26,13 +30,9 @@ import {
 } from './options.js';
 import { folderPath, settleOutDir } from './out-dir.js';
 import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
-import { createPreflighter } from './preflight/index.js';
-import { RunReporter } from './reporting.js';
 import { inShard, shardChange, shardText } from './shard.js';
 import { RunStop } from './stop.js';
-import { fetchStyleKeys } from './styles.js';
 import { UploadReader } from './submit.js';
-import { EarlyThumbnails } from './thumbnails.js';
 
 export type { RunOptions } from './options.js';
 
@@ -184,7 +184,6 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       baseUrl: client.baseUrl,
       total: manifest.count,
       plan,
-      states: store,
       store,
       gate,
       polls: ctx.polls.stats,

@@ -180,11 +180,3 @@ export function totals(items: readonly ReportItem[]): ReportTotals {
   for (const item of items) tally.add(item);
   return tally.totals;
 }
-
-/** The whole report.json object from item states in manifest order (pure; for small reports and tests). */
-export function buildReport(run: RunInfo, states: Iterable<ItemState>): Report {
-  const tally = new Tally();
-  const items = [...states].map(reportItem);
-  for (const item of items) tally.add(item);
-  return { run: tally.header(run), items };
-}

@@ -2,8 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { normalisation } from '../pipeline/preflight/analyse.js';
-import { sniff } from '../pipeline/preflight/sniff.js';
+import { sniff } from '../image/sniff.js';
+import { normalisation } from '../preflight/analyse.js';
 import type { ReportItem } from '../types.js';
 import { safeId } from '../util/ids.js';
 

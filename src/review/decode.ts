@@ -17,7 +17,7 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import factory from '@jsquash/jpeg/codec/dec/mozjpeg_dec.js';
-import { jpegFrame } from '../util/image-format.js';
+import { jpegFrame } from '../image/format.js';
 
 /**
  * Largest image (width × height) decoded here. CPU per signature (decode, rendition, measures),

@@ -1,6 +1,6 @@
 /**
  * The review step (docs/contract.md#review): after an item's result is downloaded, its result is
- * compared with its source (`analyse.ts`) off the critical path, in a process of its own at the
+ * compared with its source (`compare.ts`) off the critical path, in a process of its own at the
  * lowest priority (`child.ts`), a few reviews at a time, and the verdict is journaled as a
  * `reviewed` record, which report.json, report.csv and report.html show.
  */
@@ -12,10 +12,11 @@ import type { RunEvent } from '../pipeline/events.js';
 import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import { startProcess } from '../util/fork.js';
-import { DEFAULT_THRESHOLD, DuplicateIndex, type ReviewFlag } from './analyse.js';
 import type { ReviewFatal, ReviewReply, ReviewRequest, SourceSample } from './child.js';
+import { DuplicateIndex } from './compare.js';
+import { DEFAULT_THRESHOLD, type ReviewFlag } from './flags.js';
 
-export { DEFAULT_THRESHOLD } from './analyse.js';
+export { DEFAULT_THRESHOLD } from './flags.js';
 
 /** What the reviewer reads and writes. */
 export interface ReviewerDeps {

@@ -2,7 +2,7 @@
 import type { SandboxFaults } from './faults.js';
 import type { JobStore } from './jobs.js';
 import type { ResponseEnv } from './respond.js';
-import type { StylesShape } from './styles.js';
+import type { StylesShape } from './style-catalogue.js';
 import type { SandboxStats } from './types.js';
 
 /** The sandbox as its routes see it. Functions stand for values that change while it runs. */

@@ -12,7 +12,7 @@ import {
   type RetryAfterMode,
   type SandboxFaults,
 } from './faults.js';
-import { STYLES_SHAPES, type StylesShape } from './styles.js';
+import { STYLES_SHAPES, type StylesShape } from './style-catalogue.js';
 import type { SandboxOptions } from './types.js';
 
 const RESULT_FAULTS: readonly ResultFault[] = [

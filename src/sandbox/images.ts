@@ -3,8 +3,8 @@
  * so end-to-end tests can decode what they downloaded and tell two styles apart.
  */
 import sharp, { type OverlayOptions, type Sharp } from 'sharp';
+import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../image/format.js';
 import type { ModuleId } from '../types.js';
-import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../util/image-format.js';
 import type { BadResult } from './faults.js';
 
 /** A rendered result held in memory. */

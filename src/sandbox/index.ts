@@ -10,7 +10,7 @@ export type { BadResult, FaultScope, ResultFault, RetryAfterMode, SandboxFaults 
 export { DEFAULT_FAULTS } from './faults.js';
 export { SANDBOX_FLAG_HELP, SANDBOX_FLAGS, sandboxOptionsFromFlags } from './flags.js';
 export type { ResultMode } from './images.js';
-export { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from './styles.js';
+export { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from './style-catalogue.js';
 export type {
   Sandbox,
   SandboxOptions,

@@ -1,7 +1,7 @@
 /** Public shapes of the sandbox: its options, its live statistics and the handle tests hold. */
 import type { BadResult, SandboxFaults } from './faults.js';
 import type { ResultMode } from './images.js';
-import type { StylesShape } from './styles.js';
+import type { StylesShape } from './style-catalogue.js';
 
 /** Options of {@link startSandbox}. */
 export interface SandboxOptions {

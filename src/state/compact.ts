@@ -1,6 +1,7 @@
 import { AtomicFile } from '../util/fs.js';
+import type { LastRun } from './fold.js';
 import type { ItemRecord, JournalRecord } from './records.js';
-import type { ItemState, LastRun, Phase } from './state.js';
+import type { ItemState, Phase } from './state.js';
 
 /**
  * The shortest journal that folds to the same item states: per item its `item` record and the

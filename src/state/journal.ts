@@ -1,7 +1,7 @@
 import { open, stat, truncate } from 'node:fs/promises';
 import { StateError } from '../errors.js';
+import { type FoldOptions, JournalFold } from './fold.js';
 import type { JournalRecord } from './records.js';
-import { type FoldOptions, JournalFold } from './state.js';
 
 /** What reading a journal found. */
 export interface JournalContents {

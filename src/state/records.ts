@@ -1,4 +1,4 @@
-import type { ReviewFlag } from '../review/analyse.js';
+import type { ReviewFlag } from '../review/flags.js';
 import type { ItemError } from '../types.js';
 
 /** A source file's identity: a rerun trusts `sha256` while path, size and mtime are unchanged. */

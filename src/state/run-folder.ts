@@ -10,9 +10,9 @@ import { StateError } from '../errors.js';
 import type { Interner } from '../util/intern.js';
 import { createRunLogger } from '../util/logger.js';
 import { shouldCompact, writeCompactJournal } from './compact.js';
+import type { LastRun } from './fold.js';
 import { JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
-import type { LastRun } from './state.js';
 import type { ItemTable } from './table.js';
 
 /** Options of {@link openRunFolder}. */

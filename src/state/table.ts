@@ -6,7 +6,7 @@
  * JavaScript heap, so a resumed run, a live run and `report` hold 10^5 to 10^6 items in tens of
  * MB. States go in and come out as plain {@link ItemState} objects: callers never see the packing.
  */
-import { REVIEW_FLAGS } from '../review/analyse.js';
+import { ALL_REVIEW_FLAGS } from '../review/flags.js';
 import type { ItemError } from '../types.js';
 import { grown, TextArena, ValuePool } from '../util/packed.js';
 import type { SourceIdentity } from './records.js';
@@ -87,7 +87,7 @@ export class ItemTable implements StateLookup {
   readonly #steps = new ValuePool<string[]>();
   readonly #sources = new ValuePool<NonNullable<SourceIdentity>>();
   readonly #text = new TextArena();
-  /** The review's score (NaN: not reviewed) and its flags as bits of {@link REVIEW_FLAGS}. */
+  /** The review's score (NaN: not reviewed) and its flags as bits of {@link ALL_REVIEW_FLAGS}. */
   #reviewScore = new Float32Array(0);
   #reviewFlags = new Uint16Array(0);
   /** Errors are few (failed, rejected and unfinished items): kept by slot. */
@@ -196,7 +196,7 @@ export class ItemTable implements StateLookup {
     this.#preflight[slot] = this.#steps.put(s.preflight, s.preflight?.join('\n') ?? '');
     this.#reviewScore[slot] = s.review ? s.review.score : Number.NaN;
     this.#reviewFlags[slot] = s.review
-      ? s.review.flags.reduce((bits, f) => bits | (1 << REVIEW_FLAGS.indexOf(f)), 0)
+      ? s.review.flags.reduce((bits, f) => bits | (1 << ALL_REVIEW_FLAGS.indexOf(f)), 0)
       : 0;
     const n = slot * this.#numberStride;
     this.#numbers[n] = s.processingTimeMs ?? Number.NaN;
@@ -265,7 +265,7 @@ export class ItemTable implements StateLookup {
     if (Number.isNaN(score)) return null;
     const bits = this.#reviewFlags[slot]!;
     // Float32 keeps about 7 digits: the journal's 3 come back as written.
-    return { score: Number(score.toFixed(3)), flags: REVIEW_FLAGS.filter((_, i) => bits & (1 << i)) };
+    return { score: Number(score.toFixed(3)), flags: ALL_REVIEW_FLAGS.filter((_, i) => bits & (1 << i)) };
   }
 
   #fp(slot: number): string {

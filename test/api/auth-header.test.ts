@@ -8,8 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ApiError } from '../../src/api/errors.js';
-import { kitchenImage } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenImage } from '../support/images.js';
 import { API_KEY, apiError, client, sandbox, styleInput, waitDone } from './helpers.js';
 
 let jpeg: Buffer;

@@ -10,10 +10,10 @@ import { readFile, stat } from 'node:fs/promises';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { normaliseBaseUrl } from '../../src/api/client.js';
+import { sniffImage } from '../../src/image/format.js';
 import { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from '../../src/sandbox/index.js';
-import { sniffImage } from '../../src/util/image-format.js';
-import { kitchenImage } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenImage } from '../support/images.js';
 import { API_KEY, apiError, client, sandbox, styleInput, waitDone } from './helpers.js';
 
 let jpeg: Buffer;

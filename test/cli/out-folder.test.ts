@@ -11,8 +11,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
 import { textSink } from '../helpers/cli.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { useTempDir } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 const tmp = useTempDir('kb-out-folder-');
 

@@ -4,7 +4,7 @@
  * with the same message, and the worker's `--max-side` has the upper bound `run`'s has.
  */
 import { describe, expect, it } from 'vitest';
-import { cli } from '../distributed/world.js';
+import { cli } from '../worker/world.js';
 
 /** A service that is never reached: every case here is refused before anything is opened. */
 const ENV = { KITCHEN_API_KEY: 'unused-key', KITCHEN_API_BASE_URL: 'http://127.0.0.1:9' };

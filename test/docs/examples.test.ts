@@ -11,9 +11,9 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import * as library from '../../src/index.js';
 import { REPO_ROOT, runCli } from '../helpers/cli.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 import { tempDir } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 /** The README's section under `## <heading>`, up to the next `## `. */
 async function readmeSection(heading: string): Promise<string> {

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServiceRefusedError } from '../../src/errors.js';
 import { closeWorkspaces, thrown, type Workspace, workspace } from '../helpers/batch.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { createRequests } from '../helpers/sandbox.js';
+import { kitchenJpeg } from '../support/images.js';
 
 let ws: Workspace | undefined;
 afterEach(closeWorkspaces);

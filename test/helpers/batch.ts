@@ -4,7 +4,7 @@ import type { RunEvent } from '../../src/pipeline/events.js';
 import { type RunOptions, type RunResult, runBatch } from '../../src/pipeline/run.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
-import { type KitchenLook, kitchenJpeg } from './images.js';
+import { type KitchenLook, kitchenJpeg } from '../support/images.js';
 import { canaryKey, QUICK_JOBS } from './sandbox.js';
 import { tempDir } from './tmp.js';
 

@@ -13,8 +13,8 @@ import type { RetryOptions } from '../../src/api/policy.js';
 import type { StageContext } from '../../src/pipeline/context.js';
 import { decide, type PreparedUpload } from '../../src/pipeline/plan.js';
 import { PollScheduler } from '../../src/pipeline/poll-schedule.js';
-import { createPreflighter } from '../../src/pipeline/preflight/index.js';
 import { UploadReader } from '../../src/pipeline/submit.js';
+import { createPreflighter } from '../../src/preflight/index.js';
 import type { Sandbox, SandboxOptions } from '../../src/sandbox/index.js';
 import { ItemStore } from '../../src/state/items.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
@@ -24,7 +24,7 @@ import { ItemTable } from '../../src/state/table.js';
 import type { Item } from '../../src/types.js';
 import { coalescedFsyncDir } from '../../src/util/fs.js';
 import { createRunLogger } from '../../src/util/logger.js';
-import { kitchenJpeg } from './images.js';
+import { kitchenJpeg } from '../support/images.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from './sandbox.js';
 import { type TempDir, tempDirForTest } from './tmp.js';
 

@@ -6,8 +6,8 @@ import { checkDecodes, downloadItem, resultPath } from '../../src/pipeline/downl
 import { pollJob } from '../../src/pipeline/poll.js';
 import { submitItem } from '../../src/pipeline/submit.js';
 import { sha256 } from '../../src/util/fs.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { ofKind, type StageWorld, stageWorld } from '../helpers/stages.js';
+import { kitchenJpeg } from '../support/images.js';
 
 /** An item whose job succeeded: submitted and polled through the stages. */
 async function succeeded(w: StageWorld, n = 1) {

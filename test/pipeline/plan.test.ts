@@ -1,12 +1,12 @@
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { type Decision, decide } from '../../src/pipeline/plan.js';
-import { createPreflighter, type PreflightWorkEvent } from '../../src/pipeline/preflight/index.js';
+import { createPreflighter, type PreflightWorkEvent } from '../../src/preflight/index.js';
 import { newItemState } from '../../src/state/state.js';
 import type { Item } from '../../src/types.js';
 import { sha256 } from '../../src/util/fs.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 /** An item over a fresh image, a preflighter that counts its work, and `decide` bound to both. */
 async function setup() {

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { createPreflighter, describePreflight } from '../../src/pipeline/preflight/index.js';
+import { createPreflighter, describePreflight } from '../../src/preflight/index.js';
 import { sha256 } from '../../src/util/fs.js';
 import { ok, photo, preflightEnv, withAlpha } from './helpers.js';
 

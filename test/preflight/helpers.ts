@@ -2,11 +2,7 @@
 import { createDeflate } from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
 import { afterAll, beforeAll } from 'vitest';
-import {
-  createPreflighter,
-  type Preflighter,
-  type PreflightResult,
-} from '../../src/pipeline/preflight/index.js';
+import { createPreflighter, type Preflighter, type PreflightResult } from '../../src/preflight/index.js';
 import { type TempDir, useTempDir } from '../helpers/tmp.js';
 
 /**

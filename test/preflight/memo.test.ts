@@ -4,9 +4,9 @@ import {
   createPreflighter,
   type PreflightOptions,
   type PreflightWorkEvent,
-} from '../../src/pipeline/preflight/index.js';
-import { noise } from '../helpers/images.js';
+} from '../../src/preflight/index.js';
 import { useTempDir } from '../helpers/tmp.js';
+import { noise } from '../support/images.js';
 import { ok, photo } from './helpers.js';
 
 const tmp = useTempDir('preflight-test-', 'suite');

@@ -8,9 +8,9 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readIcc } from '../../src/image/icc.js';
 import { ensureThumbnail } from '../../src/report/thumbs.js';
 import type { Report, ReportItem } from '../../src/types.js';
-import { readIcc } from '../../src/util/icc.js';
 import { closeWorkspaces, type Workspace, workspace } from '../helpers/batch.js';
 import { runWithHeap, srcUrl } from '../helpers/heap.js';
 import { exifHasGps } from './helpers.js';
@@ -283,7 +283,7 @@ describe('a JPEG over sharp’s pixel limit (16500×16500, 272 megapixels)', () 
       .toFile(file);
     const run = await runWithHeap(
       ws.dir,
-      `import { createPreflighter } from ${JSON.stringify(srcUrl('pipeline/preflight/index.ts'))};
+      `import { createPreflighter } from ${JSON.stringify(srcUrl('preflight/index.ts'))};
        import { readFileSync } from 'node:fs';
        const pre = createPreflighter({ cacheDir: ${JSON.stringify(path.join(ws.dir, 'cache-huge'))} });
        const result = await pre.prepare(${JSON.stringify(file)});

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { createPreflighter, describePreflight } from '../../src/pipeline/preflight/index.js';
+import { createPreflighter, describePreflight } from '../../src/preflight/index.js';
 import { sha256 } from '../../src/util/fs.js';
 import { craftedHeic, photo, pngBomb, preflightEnv, refused } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { createPreflighter, describePreflight } from '../../src/pipeline/preflight/index.js';
-import { noise } from '../helpers/images.js';
+import { createPreflighter, describePreflight } from '../../src/preflight/index.js';
+import { noise } from '../support/images.js';
 import { exifHasGps, ok, photo, preflightEnv } from './helpers.js';
 
 const env = preflightEnv();

@@ -2,8 +2,8 @@ import { readFile, stat } from 'node:fs/promises';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ensureThumbnail } from '../../src/report/thumbs.js';
-import { kitchenImage } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenImage } from '../support/images.js';
 
 describe('thumbnails', () => {
   it('a large image is shrunk to a WebP of at most `size`; a second call reuses it', async () => {

@@ -8,8 +8,8 @@ import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
-import { noise } from '../helpers/images.js';
 import { removeDir, tempDir } from '../helpers/tmp.js';
+import { noise } from '../support/images.js';
 import {
   createsPerItem,
   expectRerunComplete,

@@ -7,8 +7,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
 import { waitFor } from '../helpers/cli.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { createRequests, jobRequests } from '../helpers/sandbox.js';
+import { kitchenJpeg } from '../support/images.js';
 import {
   createsPerItem,
   expectSecretAbsent,

@@ -19,9 +19,9 @@ import {
   type SpawnOptions,
   spawnCli,
 } from '../helpers/cli.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { canaryKey } from '../helpers/sandbox.js';
 import { allFiles, removeDir, tempDir } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 /** One planned item of a test manifest. */
 export interface TestItem {

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
 import type { Report } from '../../src/types.js';
 import { closeWorkspaces, workspace } from '../helpers/batch.js';
-import { EXPECTED_FLAG } from './kinds.js';
+import { EXPECTED_FLAG } from '../support/bad-result-flags.js';
 
 afterEach(closeWorkspaces);
 

@@ -7,9 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signature, similarity } from '../../src/review/analyse.js';
+import { signature, similarity } from '../../src/review/compare.js';
 import { decodeSmallJpeg, jpegHeader, SMALL_PIXELS } from '../../src/review/decode.js';
-import { kitchenImage, noise } from '../helpers/images.js';
+import { kitchenImage, noise } from '../support/images.js';
 
 /** Mean and largest absolute difference of two RGBA pixel buffers. */
 function difference(a: Uint8Array, b: Uint8Array): { mean: number; max: number } {

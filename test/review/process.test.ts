@@ -10,8 +10,8 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Reviewer } from '../../src/review/index.js';
 import type { ItemState } from '../../src/state/state.js';
-import { kitchenJpeg } from '../helpers/images.js';
 import { tempDirForTest } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
 
 const KEY = 'kb-review-child-secret-7f3a';
 

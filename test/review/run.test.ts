@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeWorkspaces, workspace } from '../helpers/batch.js';
-import { EXPECTED_FLAG } from './kinds.js';
+import { EXPECTED_FLAG } from '../support/bad-result-flags.js';
 
 afterEach(closeWorkspaces);
 

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_STYLES, type Sandbox, type SandboxOptions, STYLES_SHAPES } from '../../src/sandbox/index.js';
-import { kitchenImage } from '../helpers/images.js';
 import { create, createJob, get, pollUntilDone, sandboxForTest } from '../helpers/sandbox.js';
+import { kitchenImage } from '../support/images.js';
 
 const ISO_WITH_OFFSET = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$/;
 

@@ -1,8 +1,8 @@
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxFaults } from '../../src/sandbox/index.js';
-import { kitchenImage } from '../helpers/images.js';
 import { create, createJob, get, type JobJson, pollUntilDone, sandboxForTest } from '../helpers/sandbox.js';
+import { kitchenImage } from '../support/images.js';
 
 let sandbox: Sandbox;
 let jpeg: Buffer;

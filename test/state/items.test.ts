@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
+import { foldJournal } from '../../src/state/fold.js';
 import { type ItemIdentity, ItemStore } from '../../src/state/items.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
-import { foldJournal } from '../../src/state/state.js';
 import { ItemTable } from '../../src/state/table.js';
 import { useTempDir } from '../helpers/tmp.js';
 

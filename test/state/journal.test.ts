@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { StateError } from '../../src/errors.js';
 import { reportItem } from '../../src/report/build.js';
 import { compactRecords, shouldCompact } from '../../src/state/compact.js';
+import { foldJournal, JournalFold } from '../../src/state/fold.js';
 import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
-import { foldJournal, JournalFold } from '../../src/state/state.js';
 import { useTempDir } from '../helpers/tmp.js';
 
 const tmp = useTempDir('kb-journal-');

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { CLIENT_JS } from './client.js';
 import { escapeHtml, formatCount, inlineJson } from './format.js';
-import { CSS } from './styles.js';
+import { CSS } from './stylesheet.js';
 
 /** One figure in the header's tile row. */
 export interface HeaderTile {

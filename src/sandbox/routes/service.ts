@@ -3,14 +3,14 @@
  * rest, behind the per-request faults (hang, reset, rate limit, injected errors) and the key check.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { sniffImage } from '../../image/format.js';
 import { MODULES, type ModuleId } from '../../types.js';
-import { sniffImage } from '../../util/image-format.js';
 import { monotonicMs } from '../../util/time.js';
 import { firstChunk, MAX_IMAGE_BYTES, parseMultipart, readBody } from '../body.js';
 import type { SandboxContext } from '../context.js';
 import { inScope } from '../faults.js';
 import { type Exchange, errorBody, send } from '../respond.js';
-import { isSandboxStyle, SANDBOX_STYLES, stylesBody } from '../styles.js';
+import { isSandboxStyle, SANDBOX_STYLES, stylesBody } from '../style-catalogue.js';
 
 /** Which per-request fault scope a request falls in. */
 type RequestKind = 'create' | 'poll' | 'other';

@@ -1,10 +1,10 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import PQueue from 'p-queue';
-import { reportItem } from '../report/build.js';
-import { ensureThumbnail, planThumbs, ThumbNames } from '../report/thumbs.js';
+import type { RunEvent } from '../pipeline/events.js';
 import type { StateLookup } from '../state/table.js';
-import type { RunEvent } from './events.js';
+import { reportItem } from './build.js';
+import { ensureThumbnail, planThumbs, ThumbNames } from './thumbs.js';
 
 /** What {@link EarlyThumbnails} reads. */
 export interface EarlyThumbnailsDeps {

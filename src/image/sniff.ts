@@ -4,7 +4,7 @@
  * before sharp tells us its size, so the preflight reads the magic bytes itself to say in words
  * what the file is (a text file, a BMP, an HEIC photo) and how big a refused image would have been.
  */
-import { jpegFrame } from '../../util/image-format.js';
+import { jpegFrame } from './format.js';
 
 /** What the magic bytes say a file is. */
 export type SniffedKind =

@@ -10,8 +10,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Report } from '../../src/types.js';
 import { killAllClis, spawnCli, waitFor } from '../helpers/cli.js';
-import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
+import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { catalogue, cli, exitOf, useRedis } from './world.js';
 
 let redis: TestRedis;

@@ -13,10 +13,11 @@
 import { mkdir, mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { RejectCode } from '../../types.js';
-import { sha256, sha256File } from '../../util/fs.js';
-import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../../util/image-format.js';
-import { flag, OptionError, wholeNumber } from '../../util/validate.js';
+import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
+import { SNIFF_BYTES } from '../image/sniff.js';
+import type { RejectCode } from '../types.js';
+import { sha256, sha256File } from '../util/fs.js';
+import { flag, OptionError, wholeNumber } from '../util/validate.js';
 import {
   type Analysis,
   analyse,
@@ -28,7 +29,6 @@ import {
 } from './analyse.js';
 import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
 import { createLimiter, remember, waitFor } from './pool.js';
-import { SNIFF_BYTES } from './sniff.js';
 
 export type { ImageInfo, PixelSample } from './analyse.js';
 

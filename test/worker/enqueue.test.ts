@@ -6,11 +6,11 @@ import { appendFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { QUEUE_NAME } from '../../src/distributed/queue.js';
-import { withRedis } from '../../src/distributed/redis.js';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
-import { kitchenJpeg } from '../helpers/images.js';
-import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { QUEUE_NAME } from '../../src/worker/queue.js';
+import { withRedis } from '../../src/worker/redis.js';
+import { kitchenJpeg } from '../support/images.js';
+import { HAS_REDIS, startRedis, type TestRedis } from '../support/redis.js';
 import { catalogue, cli, useRedis } from './world.js';
 
 let redis: TestRedis;

@@ -1,5 +1,5 @@
 /** The flag each kind of bad result the sandbox makes on purpose must raise (issue 15). */
-import type { ReviewFlag } from '../../src/review/analyse.js';
+import type { ReviewFlag } from '../../src/review/flags.js';
 import type { BadResult } from '../../src/sandbox/index.js';
 
 export const EXPECTED_FLAG: Record<BadResult, ReviewFlag> = {

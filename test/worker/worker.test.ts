@@ -10,13 +10,13 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RATE_KEY } from '../../src/distributed/rate.js';
 import type { Sandbox, SandboxFaults, SandboxOptions } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
+import { RATE_KEY } from '../../src/worker/rate.js';
 import { type CliProcess, killAllClis, spawnCli, waitFor } from '../helpers/cli.js';
-import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 import { allFiles } from '../helpers/tmp.js';
+import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { catalogue, cli, exitOf, itemStates, useRedis } from './world.js';
 
 let redis: TestRedis;

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/errors.js';
-import { HAS_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { HAS_REDIS, startRedis, type TestRedis } from '../support/redis.js';
 import { catalogue, cli } from './world.js';
 
 const PASSWORD = 'right-s3cret-horse';

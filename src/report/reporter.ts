@@ -1,13 +1,12 @@
 import type { ServiceGate } from '../api/gate.js';
-import { isUnfinishedDefault, type RunInfo, reportRows } from '../report/build.js';
-import { type WrittenReport, writeReports } from '../report/write.js';
+import type { ProgressCounts, RunEvent } from '../pipeline/events.js';
+import type { FlowCounts } from '../pipeline/flow.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
-import type { StateLookup } from '../state/table.js';
 import type { ItemError, ReportItem } from '../types.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
-import type { ProgressCounts, RunEvent } from './events.js';
-import type { FlowCounts } from './flow.js';
+import { isUnfinishedDefault, type RunInfo, reportRows } from './build.js';
+import { type WrittenReport, writeReports } from './write.js';
 
 /** The rows, with the run's `--max-duration` as the reason of those left unfinished without one. */
 async function* withWindow(
@@ -31,8 +30,7 @@ export interface ReporterDeps {
   total: number;
   /** The run's `plan` record: its items, in order, for the report's rows. */
   plan: Extract<JournalRecord, { t: 'plan' }>;
-  /** The journal's item states (the store's map). */
-  states: StateLookup;
+  /** The run's items: counts for progress, and each item's state for the report's rows. */
   store: ItemStore;
   gate: ServiceGate;
   /** Poll counts of this run (PollScheduler.stats). */
@@ -108,7 +106,7 @@ export class RunReporter {
 
   /** Writes report.json and report.csv (and report.html when `final` and asked for). */
   async write(final: boolean): Promise<WrittenReport> {
-    const { outDir, plan, states, gate, flow, polls } = this.#deps;
+    const { outDir, plan, store, gate, flow, polls } = this.#deps;
     const stats = gate.stats;
     const durationMs = Math.round(monotonicMs() - this.#startedMono);
     const round = (value: number, places: number) => Number(value.toFixed(places));
@@ -135,7 +133,7 @@ export class RunReporter {
     };
     return writeReports(
       outDir,
-      { info, rows: () => withWindow(reportRows(outDir, plan, states), flow.expired) },
+      { info, rows: () => withWindow(reportRows(outDir, plan, store), flow.expired) },
       { html: final && this.#deps.html, manifestDir: this.#deps.manifestDir },
     );
   }

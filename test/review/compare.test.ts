@@ -11,11 +11,11 @@ import {
   signature,
   signatureOfPixels,
   similarity,
-} from '../../src/review/analyse.js';
+} from '../../src/review/compare.js';
 import { BAD_RESULTS, createRng } from '../../src/sandbox/faults.js';
 import { badResult, renderResult } from '../../src/sandbox/images.js';
-import { type KitchenLook, kitchenImage } from '../helpers/images.js';
-import { EXPECTED_FLAG } from './kinds.js';
+import { EXPECTED_FLAG } from '../support/bad-result-flags.js';
+import { type KitchenLook, kitchenImage } from '../support/images.js';
 
 const STYLES = [
   'scandinavian',

@@ -1,11 +1,11 @@
 /**
- * The shared rate (src/distributed/rate.ts) against a real Redis: two limiters stand for two workers
+ * The shared rate (src/worker/rate.ts) against a real Redis: two limiters stand for two workers
  * on two machines. A 429 one of them sees pauses the other; the tokens are one bucket for both.
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readSharedRate, SharedRate } from '../../src/distributed/rate.js';
-import { HAS_REDIS, type TestRedis } from '../helpers/redis.js';
+import { readSharedRate, SharedRate } from '../../src/worker/rate.js';
+import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { useRedis } from './world.js';
 
 let redis: TestRedis;

@@ -19,39 +19,7 @@
 import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import sharp from 'sharp';
 import { decodeSmallJpeg } from './decode.js';
-
-/** Why a result is worth a look. */
-export type ReviewFlag =
-  | 'layout_changed'
-  | 'rotated'
-  | 'mirrored'
-  | 'aspect_changed'
-  | 'blank'
-  | 'transparent'
-  | 'unchanged'
-  | 'duplicate';
-
-/** Every flag, in a fixed order (the item table keeps them as bits in it). */
-export const REVIEW_FLAGS: readonly ReviewFlag[] = [
-  'layout_changed',
-  'rotated',
-  'mirrored',
-  'aspect_changed',
-  'blank',
-  'transparent',
-  'unchanged',
-  'duplicate',
-];
-
-/** An item's review: report.json's `review` field. */
-export interface Review {
-  /** 0..1, the lowest of the signals' scores (1: nothing looks wrong). */
-  score: number;
-  flags: ReviewFlag[];
-}
-
-/** A signal under this score is a flag. */
-export const DEFAULT_THRESHOLD = 0.5;
+import { DEFAULT_THRESHOLD, type Review, type ReviewFlag } from './flags.js';
 
 /** Side of the square renditions compared (both images are squeezed to it). */
 const SIDE = 64;

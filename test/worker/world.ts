@@ -3,12 +3,12 @@ import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { main } from '../../src/cli.js';
-import { STATES_KEY } from '../../src/distributed/store.js';
 import type { ItemState } from '../../src/state/state.js';
+import { STATES_KEY } from '../../src/worker/store.js';
 import { type CliProcess, textSink } from '../helpers/cli.js';
-import { kitchenJpeg } from '../helpers/images.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
 
 /**
  * One Redis for the enclosing `describe`: started before its tests, emptied before each, stopped after

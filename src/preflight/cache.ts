@@ -6,8 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { sha256 } from '../../util/fs.js';
-import { FORMAT_EXTENSION, type UploadFormat } from '../../util/image-format.js';
+import { FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
+import { sha256 } from '../util/fs.js';
 import type { AnalyseLimits, Analysis, ImageInfo } from './analyse.js';
 
 /** Bump when the output of the preparation changes, so stale cache entries are not reused. */

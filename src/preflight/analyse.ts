@@ -1,13 +1,13 @@
 /**
  * The sharp work of the preflight for one source image, independent of where the file lives: decide
  * whether the service can take the bytes as they are, and otherwise produce bytes it can take.
- * Memoisation, caching and the worker pool live in `../preflight.ts`.
+ * Memoisation, caching and the worker pool live in `index.ts`, `cache.ts` and `pool.ts`.
  */
 import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
-import type { RejectCode } from '../../types.js';
-import { isSrgbProfile, readIcc } from '../../util/icc.js';
-import type { UploadFormat } from '../../util/image-format.js';
-import { type Sniffed, sniff, webpIsLossless } from './sniff.js';
+import type { UploadFormat } from '../image/format.js';
+import { isSrgbProfile, readIcc } from '../image/icc.js';
+import { type Sniffed, sniff, webpIsLossless } from '../image/sniff.js';
+import type { RejectCode } from '../types.js';
 
 /** Format, oriented pixel size and byte size of an image. */
 export interface ImageInfo {
