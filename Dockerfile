@@ -4,7 +4,7 @@
 # scripts/container-check.sh replays these steps without Docker (CI runs it).
 
 # Build: the TypeScript compiler and the other dev dependencies stay in this stage.
-FROM node:20-slim AS build
+FROM node:26-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -12,7 +12,7 @@ RUN npm ci --no-audit --no-fund && npm run build
 
 # Run: production dependencies only (sharp's prebuilt binary comes as a platform package; no install
 # scripts), the built JavaScript, and a user that is not root.
-FROM node:20-slim
+FROM node:26-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

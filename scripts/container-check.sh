@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # Replays the Dockerfile's install and start steps where Docker is absent (CI): the build stage in one
 # clean folder, the run stage in another (production dependencies only, no install scripts), then the
-# built bin started as the image starts it: --version, and a sandbox run of the sample manifest.
+# built bin started as the image starts it: --version, and a sandbox run of the sample manifest. All on
+# the image's Node.js major (its FROM lines), fetched by scripts/with-node.sh when it is not the one on PATH.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+
+majors="$(sed -n 's/^FROM node:\([0-9][0-9]*\)-slim.*/\1/p' "$root/Dockerfile" | sort -u)"
+if [ "$(printf '%s\n' "$majors" | grep -c .)" != 1 ]; then
+  echo "container-check: expected every stage FROM node:<one major>-slim, got: $(grep '^FROM' "$root/Dockerfile" | tr '\n' ' ')" >&2
+  exit 1
+fi
+if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || true)" != "$majors" ]; then
+  exec bash "$root/scripts/with-node.sh" "$majors" bash "$0" "$@"
+fi
+echo "container-check: Node.js $(node --version), as in FROM node:$majors-slim"
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# FROM node:20-slim AS build
+# FROM node:<major>-slim AS build
 mkdir -p "$work/build"
 cp "$root"/package.json "$root"/package-lock.json "$root"/tsconfig.json "$root"/tsconfig.build.json "$work/build/"
 cp -r "$root/src" "$work/build/src"
 (cd "$work/build" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
 
-# FROM node:20-slim (the image)
+# FROM node:<major>-slim (the image)
 mkdir -p "$work/app"
 cp "$root"/package.json "$root"/package-lock.json "$work/app/"
 (cd "$work/app" && NODE_ENV=production npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)

@@ -1,46 +1,21 @@
 #!/usr/bin/env node
-/** The `kitchen-batch` executable: process wiring only; everything else is in cli.ts. */
-import sharp from 'sharp';
-import { main, stopNotice } from './cli.js';
-import { EXIT, InterruptedError } from './errors.js';
+/**
+ * The `kitchen-batch` executable. It first checks the Node.js version, with nothing else loaded (the
+ * dependencies need a newer Node and would fail somewhere later, with a worse message), then loads
+ * the process wiring (`launch.ts`) and with it the CLI.
+ */
+import { EXIT } from './errors.js';
+import { unsupportedNode } from './node-version.js';
 
-// libvips keeps recent operations (up to 50 MB of pixels) in case the same image is processed
-// again; a batch reads every image once, so the cache only holds memory. (A library caller's
-// process keeps its own setting.)
-sharp.cache(false);
-
-/** Wires process signals: the first asks for a clean stop, the second aborts in-flight requests and exits. */
-function signals(argv: readonly string[]): { signal: AbortSignal; hardSignal: AbortSignal } {
-  const soft = new AbortController();
-  const hard = new AbortController();
-  let count = 0;
-  const onSignal = (name: NodeJS.Signals) => {
-    count++;
-    if (count === 1) {
-      process.stderr.write(stopNotice(argv, name));
-      soft.abort(new InterruptedError(name));
-    } else {
-      hard.abort(new InterruptedError(name));
-      process.exit(EXIT.interrupted);
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  return { signal: soft.signal, hardSignal: hard.signal };
-}
-
-{
-  const argv = process.argv.slice(2);
-  const { signal, hardSignal } = signals(argv);
-  const code = await main(argv, {
-    stdout: process.stdout,
-    stderr: process.stderr,
-    env: process.env,
-    cwd: process.cwd(),
-    signal,
-    hardSignal,
-  });
-  process.exitCode = code;
-  // Give stdout a chance to drain, then leave even if a stray handle lingers.
-  setTimeout(() => process.exit(code), 200).unref();
+const unsupported = unsupportedNode(process.versions.node);
+if (unsupported) {
+  process.stderr.write(`kitchen-batch: ${unsupported}\n`);
+  // Scripts that asked for JSON get JSON on stdout whatever happened (docs/contract.md#stdout-and-stderr).
+  if (process.argv.includes('--json')) {
+    const error = { code: 'unsupported_node', message: unsupported };
+    process.stdout.write(`${JSON.stringify({ exit_code: EXIT.usage, error })}\n`);
+  }
+  process.exitCode = EXIT.usage;
+} else {
+  await import('./launch.js');
 }

@@ -201,7 +201,16 @@ export class Flow {
   }
 
   #enqueue(queue: PQueue, task: () => Promise<void>): void {
-    void queue.add(task).catch((error: unknown) => this.fail(error));
+    let started = false;
+    const run = () => {
+      started = true;
+      return task();
+    };
+    // A task that never started was dropped by `clear()` (a stop, the --max-duration deadline),
+    // which rejects its promise with an AbortError: nothing failed, the item stays as it was.
+    void queue.add(run).catch((error: unknown) => {
+      if (started) this.fail(error);
+    });
   }
 
   /** Moves one item between counters (null: entering or leaving the flow). */

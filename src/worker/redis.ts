@@ -88,6 +88,12 @@ export async function openRedis(url: string, options: OpenRedisOptions = {}): Pr
   const timeoutMs = options.timeoutMs ?? CONNECT_TIMEOUT_MS;
   let everReady = false;
   const client: Redis = new Redis(url, {
+    // RESP2, as ioredis 5 spoke it. ioredis 6 defaults to RESP3, whose handshake sends HELLO on every
+    // (re)connect and takes a HELLO that fails as fatal, rejecting every command that waits for the
+    // connection: a worker died so (write ECONNRESET on a state write) when Redis restarted under
+    // load, where commands must wait for it (docs/faults.md K.49). Without a password RESP2's
+    // handshake sends nothing that can fail so. Nothing here needs RESP3.
+    protocol: 2,
     lazyConnect: true,
     connectTimeout: timeoutMs,
     maxRetriesPerRequest: options.blocking ? null : 1,

@@ -37,7 +37,8 @@ export async function* reportRows(redis: Redis): AsyncGenerator<ReportItem> {
   const queue = openQueue(redis);
   try {
     for (let start = 0; ; start += PAGE) {
-      const ids = await redis.zrange(ORDER_KEY, start, start + PAGE - 1);
+      // A string stop: ioredis 6.0.0's types dropped `number` there (redis/ioredis#2162, fixed after 6.0.0).
+      const ids = await redis.zrange(ORDER_KEY, start, String(start + PAGE - 1));
       if (ids.length === 0) return;
       const [states, jobIds] = await Promise.all([
         redis.hmget(STATES_KEY, ...ids),

@@ -6,7 +6,7 @@
  * so it always tests the current `src/` with no build step and no race between test files building
  * `dist/` at once. Set `KITCHEN_TEST_CLI=dist` to run the built `dist/` instead; the helper then runs
  * `npm run build` once per test file (under a cross-process lock) when `dist/` is older than
- * any file under `src/`. The entry is `bin` (process wiring) when `src/bin.ts` exists, else `cli`.
+ * any file under `src/`. The entry is `bin` (the executable) when `src/bin.ts` exists, else `cli`.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
@@ -49,32 +49,34 @@ export interface SpawnOptions {
   cwd?: string;
   /** A command line to run the CLI under, e.g. `['faketime', '-f', '+2h']`. */
   prefix?: string[];
+  /** The Node.js executable that runs the CLI. @default the test's own (`process.execPath`) */
+  node?: string;
 }
 
 const live = new Set<CliProcess>();
 
-/** The executable module: `bin` (process wiring) when the package has one, else `cli`. */
+/** The executable module: `bin` when the package has one, else `cli`. */
 function entry(): 'bin' | 'cli' {
   return existsSync(path.join(REPO_ROOT, 'src', 'bin.ts')) ? 'bin' : 'cli';
 }
 
-/** The command line (executable and leading arguments) that runs the CLI. */
-export function cliCommand(): { command: string; args: string[] } {
+/** The command line (executable and leading arguments) that runs the CLI with `node`. */
+export function cliCommand(node: string = process.execPath): { command: string; args: string[] } {
   if (process.env.KITCHEN_TEST_CLI === 'dist') {
     ensureBuilt();
-    return { command: process.execPath, args: [path.join(REPO_ROOT, 'dist', `${entry()}.js`)] };
+    return { command: node, args: [path.join(REPO_ROOT, 'dist', `${entry()}.js`)] };
   }
   // An absolute loader URL, so the child's cwd can be any temp folder.
   const loader = pathToFileURL(path.join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
   return {
-    command: process.execPath,
+    command: node,
     args: ['--import', loader, path.join(REPO_ROOT, 'src', `${entry()}.ts`)],
   };
 }
 
 /** Starts the CLI with `args`. Track it: {@link killAllClis} in `afterEach` ends it if still running. */
 export function spawnCli(args: string[], options: SpawnOptions = {}): CliProcess {
-  const { command, args: lead } = cliCommand();
+  const { command, args: lead } = cliCommand(options.node);
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (

@@ -41,7 +41,8 @@ export async function create(sandbox: Sandbox, input: CreateInput): Promise<Resp
   if (input.image) {
     form.set(
       'image',
-      new Blob([input.image], { type: input.imageType ?? 'image/jpeg' }),
+      // A copy: @types/node 26 types a BlobPart as a view of an ArrayBuffer, not of any ArrayBufferLike.
+      new Blob([new Uint8Array(input.image)], { type: input.imageType ?? 'image/jpeg' }),
       input.filename ?? 'kitchen.jpg',
     );
   }
