@@ -120,6 +120,16 @@ export function positiveFlag(name: string, raw: string | undefined, what: string
   return value;
 }
 
+/** A number of seconds of at least `min`, as milliseconds (the worker's `--stall-timeout`, `--grace`). */
+export function secondsAtLeast(name: string, raw: string | undefined, min: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(value) || value < min) {
+    throw new OptionError(`--${name}`, `a number of seconds of at least ${min}`, raw);
+  }
+  return Math.round(value * 1000);
+}
+
 export function secondsFlag(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);

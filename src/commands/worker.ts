@@ -3,10 +3,10 @@
  * works on the items `enqueue` queued, beside any number of other workers.
  */
 import { parseArgs } from 'node:util';
-import { intFlag, positiveFlag, secondsFlag, serviceConfig } from '../config.js';
+import { intFlag, positiveFlag, secondsAtLeast, secondsFlag, serviceConfig } from '../config.js';
 import { EXIT, UsageError } from '../errors.js';
 import { CONCURRENCY, MAX_SIDE } from '../limits.js';
-import { OptionError, wholeNumber } from '../util/validate.js';
+import { wholeNumber } from '../util/validate.js';
 import { redisUrl } from '../worker/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
 import type { CommandDeps } from './common.js';
@@ -53,14 +53,8 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   // The same checks and messages as `run`'s flags, with the same bounds (src/limits.ts).
   const concurrency = wholeNumber('--concurrency', intFlag('concurrency', values.concurrency), CONCURRENCY);
   const maxRate = positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second');
-  const stall = secondsFlag('stall-timeout', values['stall-timeout']);
-  if (stall !== undefined && stall < 1000) {
-    throw new OptionError('--stall-timeout', 'a number of seconds of at least 1', values['stall-timeout']);
-  }
-  const grace = values.grace === undefined ? undefined : Number(values.grace);
-  if (grace !== undefined && (values.grace!.trim() === '' || !Number.isFinite(grace) || grace < 0)) {
-    throw new OptionError('--grace', 'a number of seconds of at least 0', values.grace);
-  }
+  const stall = secondsAtLeast('stall-timeout', values['stall-timeout'], 1);
+  const grace = secondsAtLeast('grace', values.grace, 0);
   const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
   const maxSide = wholeNumber('--max-side', intFlag('max-side', values['max-side']), MAX_SIDE);
   const threshold = reviewThreshold(values['review-threshold']);
@@ -87,7 +81,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
     ...(concurrency !== undefined ? { concurrency } : {}),
     untilDrained: values['until-drained'] ?? false,
     ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
-    ...(grace !== undefined ? { graceMs: Math.round(grace * 1000) } : {}),
+    ...(grace !== undefined ? { graceMs: grace } : {}),
     ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
     preflight: {
       keepMetadata: values['keep-metadata'] ?? false,
