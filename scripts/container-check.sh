@@ -36,6 +36,9 @@ if [ -e "$work/app/node_modules/typescript" ] || [ -e "$work/app/node_modules/vi
   exit 1
 fi
 
+# ENV of the image (the last stage's ENV lines: NAME=value pairs without spaces in values)
+for pair in $(sed -n 's/^ENV //p' "$root/Dockerfile" | tail -n 1); do export "${pair?}"; done
+
 # ENTRYPOINT ["node", "/app/dist/bin.js"]
 cd "$work/app"
 node dist/bin.js --version
