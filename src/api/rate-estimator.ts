@@ -1,15 +1,15 @@
 /**
  * The key's rate as learnt from 429s, with no clock, timer or I/O of its own: times come in with
  * the events (requests accepted, congestion events), the learnt estimate and the rate to use come
- * out. The one process's {@link RateGovernor} paces its bucket by it; the worker mode's shared rate
- * keeps a Lua copy of it in Redis (`src/worker/rate.ts`), pinned to this one by shared test vectors
- * (test/worker/rate-vectors.test.ts). Why it learns as it does: see {@link RateGovernor} and
- * docs/contract.md#rate-limits.
+ * out. The one process's `RateGovernor` (governor.ts) paces its bucket by it; the worker mode's
+ * shared rate keeps a Lua copy of it in Redis (`src/worker/rate-lua.ts`), pinned to this one by
+ * shared test vectors (test/worker/rate-vectors.test.ts). Why it learns as it does: see
+ * `RateGovernor` and docs/contract.md#rate-limits.
  *
  * @module
  */
 
-/** The estimator's settings, resolved (the defaults are {@link GovernorOptions}'s). */
+/** The estimator's settings, resolved (the defaults are `GovernorOptions`'s). */
 export interface EstimatorSettings {
   /** Starting request rate, requests per second (the first estimate's floor is a share of it). */
   initialRate: number;
@@ -114,7 +114,7 @@ export interface EstimatorState {
   shared: boolean;
 }
 
-/** The state after a congestion event (pure: the learning rule of {@link RateGovernor}). */
+/** The state after a congestion event (pure: the learning rule of `RateGovernor`). */
 export function nextEstimate(
   settings: EstimatorSettings,
   state: EstimatorState,
