@@ -1,8 +1,11 @@
 /**
- * `npm run bench [-- section ...]`: runs the benchmark sections in order, each under a heading, and
- * ends with how long each took. Naming sections (`npm run bench -- engine resume`) runs only those.
+ * `npm run bench [-- section ...] [--json]`: runs the benchmark sections in order, each under a
+ * heading, and ends with how long each took. Naming sections (`npm run bench -- engine resume`) runs
+ * only those; `section:part` runs part of one (`engine:budget`, `engine:3`: one engine scenario).
+ * With `--json` the tables go to stderr and stdout gets one JSON document: each section's wall time,
+ * outcome and result (the engine's: a result per scenario with its figures and targets).
  */
-import { benchEngine } from './engine.js';
+import { benchEngine } from './engine/index.js';
 import { benchManifest } from './manifest.js';
 import { benchPreflight } from './preflight.js';
 import { benchResume } from './resume.js';
@@ -10,7 +13,8 @@ import { benchReview } from './review.js';
 import { benchScale } from './scale.js';
 import { fmt, printTable } from './util.js';
 
-const SECTIONS: ReadonlyArray<{ name: string; title: string; run: () => Promise<void> }> = [
+/** A section: `run` gets the parts named on the command line and returns its machine-readable result, if any. */
+const SECTIONS: ReadonlyArray<{ name: string; title: string; run: (parts: string[]) => Promise<unknown> }> = [
   { name: 'manifest', title: 'Manifest: reading a 100,000-row CSV', run: benchManifest },
   { name: 'preflight', title: 'Preflight: sharp throughput against raw sharp', run: benchPreflight },
   { name: 'engine', title: 'Engine: runBatch vs a naive client vs the ideal bound', run: benchEngine },
@@ -24,7 +28,13 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: () => Promise<
 ];
 
 async function main(argv: readonly string[]): Promise<number> {
-  const wanted = argv.filter((arg) => arg !== '--');
+  const args = argv.filter((arg) => arg !== '--');
+  const json = args.includes('--json');
+  const named = args.filter((arg) => arg !== '--json');
+  // `engine:budget` names the section and one of its parts.
+  const wanted = [...new Set(named.map((arg) => arg.split(':')[0] ?? arg))];
+  const parts = (name: string) =>
+    named.filter((arg) => arg.startsWith(`${name}:`)).map((arg) => arg.slice(name.length + 1));
   const unknown = wanted.filter((name) => !SECTIONS.some((s) => s.name === name));
   if (unknown.length > 0) {
     console.error(
@@ -32,24 +42,33 @@ async function main(argv: readonly string[]): Promise<number> {
     );
     return 2;
   }
+  // The human output stays as it is, on stderr when stdout carries the JSON.
+  const log = console.log;
+  if (json) console.log = console.error;
   const chosen = wanted.length === 0 ? SECTIONS : SECTIONS.filter((s) => wanted.includes(s.name));
   const timings: string[][] = [];
+  const results: Array<{ section: string; wall_s: number; outcome: string; result: unknown }> = [];
   let failed = false;
   for (const section of chosen) {
     console.log(`\n=== ${section.name}: ${section.title} ===`);
     const started = performance.now();
     let outcome = 'done';
+    let result: unknown = null;
     try {
-      await section.run();
+      result = (await section.run(parts(section.name))) ?? null;
     } catch (error) {
       failed = true;
       outcome = 'FAILED';
       console.error(`section ${section.name} failed:`, error);
     }
-    timings.push([section.name, fmt((performance.now() - started) / 1000), outcome]);
+    const wallS = (performance.now() - started) / 1000;
+    timings.push([section.name, fmt(wallS), outcome]);
+    results.push({ section: section.name, wall_s: wallS, outcome, result });
   }
   console.log('\n=== bench sections ===');
   printTable(['section', 'wall s', 'outcome'], timings);
+  console.log = log;
+  if (json) process.stdout.write(`${JSON.stringify({ sections: results }, null, 2)}\n`);
   return failed ? 1 : 0;
 }
 

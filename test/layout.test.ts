@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -123,6 +124,119 @@ function loop(edges: Map<string, string[]>, component: string[]): string {
   return component.join(', ');
 }
 
+/** Longest a file of src/ may be, in lines (issue 31). */
+const MAX_FILE_LINES = 400;
+/** Longest a class may be, in lines from its `class` keyword to its closing brace (issue 31). */
+const MAX_CLASS_LINES = 300;
+
+/**
+ * TEMPORARY (issue 31, removed by the lead when the branches merge): files that other branches are
+ * splitting right now (one stage sequence for `run` and `worker`; options resolved once). They are
+ * exempt from the size rules, and imports from or to them from the folder order, until then. Known
+ * then: `report/reporter.ts` imports `FlowCounts` from `pipeline/flow.ts` (upward).
+ */
+const BEING_SPLIT = new Set([
+  'src/pipeline/options.ts',
+  'src/worker/run.ts',
+  'src/pipeline/flow.ts',
+  'src/pipeline/run.ts',
+]);
+
+/**
+ * The folders of src/ from the bottom up: a file may import from its own level or a lower one,
+ * never a higher one (/work/shared/STYLE.md "A layout we like", and the imports as they are).
+ * A path is placed by its longest listed prefix; the files at the root of src/ are listed each.
+ * Folders that do not exist yet (storage/, stages/) are placed where they are being built.
+ */
+const LEVELS: readonly (readonly string[])[] = [
+  // Domain types, error codes and limits: what every layer names.
+  ['src/errors.ts', 'src/types.ts', 'src/limits.ts', 'src/node-version.ts'],
+  // Type modules kept apart from their folder so that lower layers can name them without loading
+  // it: the review's verdict (state/ records it; compare.ts would load sharp) and the run's events
+  // (the reports and the review follow them).
+  ['src/review/flags.ts', 'src/pipeline/events.ts'],
+  ['src/util/'],
+  ['src/storage/'],
+  ['src/image/'],
+  ['src/api/', 'src/state/', 'src/manifest/', 'src/sandbox/'],
+  ['src/preflight/'],
+  ['src/review/'],
+  ['src/report/'],
+  ['src/stages/'],
+  ['src/pipeline/', 'src/worker/'],
+  // Flags and environment to validated options, for the commands.
+  ['src/config.ts'],
+  ['src/commands/'],
+  ['src/cli.ts', 'src/launch.ts', 'src/bin.ts', 'src/index.ts'],
+];
+
+/** The level of a file of src/ in {@link LEVELS} (by its longest listed prefix), or null when unlisted. */
+function levelOf(file: string): number | null {
+  let best: { level: number; length: number } | null = null;
+  LEVELS.forEach((entries, level) => {
+    for (const entry of entries) {
+      const matches = entry.endsWith('/') ? file.startsWith(entry) : file === entry;
+      if (matches && (best === null || entry.length > best.length)) best = { level, length: entry.length };
+    }
+  });
+  return best === null ? null : (best as { level: number }).level;
+}
+
+/** Imports from a lower level to a higher one (`from → to`), and files no level places. */
+function upwardImports(edges: Map<string, string[]>): string[] {
+  const found: string[] = [];
+  for (const [file, targets] of edges) {
+    const from = levelOf(file);
+    if (from === null) {
+      found.push(`${file} is in no level of LEVELS`);
+      continue;
+    }
+    if (BEING_SPLIT.has(file)) continue;
+    for (const target of targets) {
+      const to = levelOf(target);
+      if (to !== null && to > from && !BEING_SPLIT.has(target)) found.push(`${file} → ${target}`);
+    }
+  }
+  return found.sort();
+}
+
+/** Files of `text` lines over {@link MAX_FILE_LINES}, as `path: lines`. */
+function longFiles(files: ReadonlyArray<{ file: string; text: string }>): string[] {
+  return files.flatMap(({ file, text }) => {
+    // A final newline ends the last line; it does not start another.
+    const lines = text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+    return lines > MAX_FILE_LINES && !BEING_SPLIT.has(file) ? [`${file}: ${lines} lines`] : [];
+  });
+}
+
+/**
+ * Classes over {@link MAX_CLASS_LINES}, as `path: Name lines`, found by the TypeScript parser (class
+ * declarations and class expressions, nested ones too), so that a brace in a string, a regex or a
+ * template is not taken for the class's end.
+ */
+function longClasses(file: string, text: string): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) {
+      // From the `class` line (decorators and JSDoc not counted) to the closing brace, both included.
+      const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+      const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+      const lines = last - first + 1;
+      if (lines > MAX_CLASS_LINES && !BEING_SPLIT.has(file))
+        found.push(`${file}: ${node.name?.text ?? '(anonymous class)'} ${lines} lines`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** Every .ts file of src/ with its text. */
+function srcTexts(): Array<{ file: string; text: string }> {
+  return sources(src).map((file) => ({ file, text: readFileSync(join(root, file), 'utf8') }));
+}
+
 describe('src/ layout', () => {
   it('the import parser sees static, type-only and re-exporting imports, not dynamic ones', () => {
     const text = [
@@ -156,5 +270,43 @@ describe('src/ layout', () => {
       );
     expect(outside(['bench', 'scripts'], support)).toEqual([]);
     expect(outside([support], support)).toEqual([]);
+  });
+  it(`no file of src/ over ${MAX_FILE_LINES} lines`, () => {
+    expect(longFiles(srcTexts())).toEqual([]);
+  });
+
+  it(`no class of src/ over ${MAX_CLASS_LINES} lines`, () => {
+    const found = srcTexts().flatMap(({ file, text }) => longClasses(file, text));
+    expect(found).toEqual([]);
+  });
+
+  it('no import from a lower folder of src/ to a higher one (LEVELS), and every file has a level', () => {
+    expect(upwardImports(graph())).toEqual([]);
+  });
+
+  it('the size and order rules catch what they are for', () => {
+    // A class of 301 lines (braces in strings and a regex do not end it) and a file of 401.
+    const body = Array.from({ length: 299 }, (_, i) => `  m${i}() { return '}' + /}/.source; }`).join('\n');
+    const text = `export class Big {\n${body}\n}\n`;
+    expect(longClasses('src/x.ts', text)).toEqual(['src/x.ts: Big 301 lines']);
+    expect(longClasses('src/x.ts', text.replace('  m0() {', '  // m0() {\n  m0() {'))).toEqual([
+      'src/x.ts: Big 302 lines',
+    ]);
+    expect(longClasses('src/x.ts', 'class Small {}\n')).toEqual([]);
+    const lines = (n: number) => `${'x\n'.repeat(n)}`;
+    expect(longFiles([{ file: 'src/a.ts', text: lines(400) }])).toEqual([]);
+    expect(longFiles([{ file: 'src/a.ts', text: lines(401) }])).toEqual(['src/a.ts: 401 lines']);
+    // util/ may not import api/; api/ may import util/, a peer, and a lower type module.
+    const edges = new Map([
+      ['src/util/x.ts', ['src/api/client.ts']],
+      ['src/api/y.ts', ['src/util/fs.ts', 'src/state/journal.ts', 'src/review/flags.ts']],
+      ['src/state/z.ts', ['src/review/compare.ts']],
+      ['src/elsewhere/w.ts', []],
+    ]);
+    expect(upwardImports(edges)).toEqual([
+      'src/elsewhere/w.ts is in no level of LEVELS',
+      'src/state/z.ts → src/review/compare.ts',
+      'src/util/x.ts → src/api/client.ts',
+    ]);
   });
 });

@@ -1,22 +1,24 @@
 /**
  * The review's own process (started by {@link Reviewer} in `index.ts`): it decodes the source and
- * the result (a small JPEG itself, `decode.ts`; others with sharp) and compares them
- * (`compare.ts`). It runs at the lowest priority, every thread of it (its libuv pool and libvips'
- * workers too), so that its work takes only the CPU the run leaves idle and none of the run's own:
- * not its event loop, not the thread pool that serves the run's files and journal.
+ * the result (a small JPEG itself, `decode.ts`; others with sharp) into signatures
+ * (`signature.ts`) and compares them (`compare.ts`). It runs at the lowest priority, every thread
+ * of it (its libuv pool and libvips' workers too), so that its work takes only the CPU the run
+ * leaves idle and none of the run's own: not its event loop, not the thread pool that serves the
+ * run's files and journal.
  *
  * Sources are remembered by content hash ({@link SOURCE_MEMO} of them, about 16 KB each, kept as
  * `memo.ts` says): the styles of one photo come in a row, so each photo is decoded once, not once
  * per style, and one that the preflight handed over is not decoded at all while it is kept.
  */
 import { lowerPriority } from '../util/fork.js';
-import type { Signature } from './compare.js';
 import { SourceMemo } from './memo.js';
+import type { Signature } from './signature.js';
 
 // First, before sharp loads and starts threads: every thread started later inherits the priority.
 lowerPriority();
 const { default: sharp } = await import('sharp');
-const { reviewResult, signature, signatureOfPixels } = await import('./compare.js');
+const { reviewResult } = await import('./compare.js');
+const { signature, signatureOfPixels } = await import('./signature.js');
 
 // Every image here is decoded once: libvips' operation cache (50 MB) would only cost memory.
 sharp.cache(false);

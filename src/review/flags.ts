@@ -1,6 +1,6 @@
 /**
  * The review's verdict as the rest of the tool sees it: the flag names, an item's `review` field and
- * the default threshold. Apart from `compare.ts` (which loads sharp) so that the journal, the item
+ * the default threshold. Apart from `signature.ts` (which loads sharp) so that the journal, the item
  * table and the reports can name a verdict without loading the image code.
  */
 

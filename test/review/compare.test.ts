@@ -5,13 +5,8 @@
  */
 import { bezkrovnySsim } from 'ssim.js/dist/bezkrovnySsim.js';
 import { describe, expect, it } from 'vitest';
-import {
-  DuplicateIndex,
-  reviewResult,
-  signature,
-  signatureOfPixels,
-  similarity,
-} from '../../src/review/compare.js';
+import { DuplicateIndex, reviewResult, similarity } from '../../src/review/compare.js';
+import { signature, signatureOfPixels } from '../../src/review/signature.js';
 import { BAD_RESULTS, createRng } from '../../src/sandbox/faults.js';
 import { badResult, renderResult } from '../../src/sandbox/images.js';
 import { EXPECTED_FLAG } from '../support/bad-result-flags.js';

@@ -7,8 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signature, similarity } from '../../src/review/compare.js';
+import { similarity } from '../../src/review/compare.js';
 import { decodeSmallJpeg, jpegHeader, SMALL_PIXELS } from '../../src/review/decode.js';
+import { signature } from '../../src/review/signature.js';
 import { kitchenImage, noise } from '../support/images.js';
 
 /** Mean and largest absolute difference of two RGBA pixel buffers. */
