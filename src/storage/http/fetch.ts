@@ -232,7 +232,7 @@ async function head(run: FetchRun, start: URL): Promise<{ url: URL; redirects: n
           message: `source ${redactUrl(start.href)} redirected more than ${maxRedirects} times`,
         });
       }
-      const next = parseSourceUrl(new URL(header(headers, 'location') ?? '', url));
+      const next = parseSourceUrl(redirectTarget(header(headers, 'location') ?? '', url, status));
       if (url.protocol === 'https:' && next.protocol === 'http:') {
         throw new SourceError({
           code: 'source_blocked',
@@ -264,7 +264,22 @@ async function head(run: FetchRun, start: URL): Promise<{ url: URL; redirects: n
   }
 }
 
-/** The head as the caller's answer; the body is left to `withBody`. */
+/** A Location resolved against the URL that sent it; one that is no URL at all is the source's fault. */
+function redirectTarget(location: string, from: URL, status: number): URL {
+  try {
+    return new URL(location, from);
+  } catch (error) {
+    throw new SourceError({
+      code: 'source_unavailable',
+      reason: 'redirects',
+      status,
+      message: `source ${redactUrl(from.href)} redirects to an invalid Location`,
+      cause: error,
+    });
+  }
+}
+
+/** The head as the caller's answer (the body, if any, is the caller's to attach). */
 function meta(run: FetchRun, url: URL, redirects: number, ex: Exchange): SourceMeta {
   return {
     url: url.href,

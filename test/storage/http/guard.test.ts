@@ -9,6 +9,7 @@ import {
   type ResolvedAddress,
   SourceAgents,
 } from '../../../src/storage/http/guard.js';
+import { failure } from './helpers.js';
 import { jpegLike, SourceServer } from './source-server.js';
 
 const IMAGE = jpegLike(2048);
@@ -18,15 +19,6 @@ let sockets = 0;
 const onSocket = (): void => {
   sockets++;
 };
-
-async function failure(promise: Promise<unknown>): Promise<SourceError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(SourceError);
-  return error as SourceError;
-}
 
 /** A resolver that answers from a script, one answer per call (the last one repeats), and counts. */
 function scripted(...answers: string[][]): {

@@ -3,8 +3,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SourceError } from '../../../src/storage/http/errors.js';
 import { fetchSourceBytes, type SourceBytes } from '../../../src/storage/http/fetch.js';
+import { failure } from './helpers.js';
 import { jpegLike, SourceServer, selfSigned } from './source-server.js';
 
 const IMAGE = jpegLike(3000);
@@ -30,15 +30,6 @@ afterEach(async () => {
   await secure.stop();
   await plain.stop();
 });
-
-async function failure(promise: Promise<unknown>): Promise<SourceError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(SourceError);
-  return error as SourceError;
-}
 
 describe('https sources', () => {
   it('fetches from a self-signed server trusted through `ca`, sending no credentials', async () => {
