@@ -59,6 +59,16 @@ describe('address guard: allowPrivate off (the default)', () => {
     expect(server.connections).toBe(0);
   });
 
+  it('refuses loopback however the URL spells it (hex, dword, short, IPv4-mapped IPv6)', async () => {
+    const port = server.port;
+    for (const host of ['0x7f.1', '2130706433', '127.1', '[::ffff:127.0.0.1]', '[::1]', '0.0.0.0']) {
+      const error = await failure(fetchSourceBytes(`http://${host}:${port}/a.jpg`));
+      expect(error, host).toMatchObject({ code: 'source_blocked', reason: 'address' });
+    }
+    expect(sockets).toBe(0);
+    expect(server.connections).toBe(0);
+  });
+
   it('refuses localhost through the system resolver, at connect time, before a byte is sent', async () => {
     const error = await failure(fetchSourceBytes(server.url('/a.jpg', 'localhost')));
     expect(error).toMatchObject({ code: 'source_blocked', addressClass: 'loopback' });
