@@ -102,7 +102,10 @@ class FetchRun {
   retriesLeft: number;
   retriesDone = 0;
 
-  constructor(readonly options: FetchSourceOptions) {
+  constructor(
+    readonly options: FetchSourceOptions,
+    start: URL,
+  ) {
     if (
       options.agents &&
       (options.allowPrivate !== undefined || options.resolve || options.ca !== undefined)
@@ -120,7 +123,7 @@ class FetchRun {
         new SourceError({
           code: 'source_unavailable',
           reason: 'timeout',
-          message: `source fetch took longer than its ${total} ms total`,
+          message: `source ${redactUrl(start.href)} took longer than its ${total} ms total`,
           errno: 'ETIMEDOUT',
         }),
       );
@@ -319,7 +322,7 @@ export async function fetchSource(
   options: FetchSourceOptions = {},
 ): Promise<SourceResponse | SourceNotModified> {
   const start = parseSourceUrl(url);
-  const run = new FetchRun(options);
+  const run = new FetchRun(options, start);
   try {
     const { url: final, redirects, ex } = await head(run, start);
     if (ex.status === 304) {
@@ -353,7 +356,7 @@ export async function fetchSourceBytes(
   options: FetchSourceOptions = {},
 ): Promise<SourceBytes | SourceNotModified> {
   const start = parseSourceUrl(url);
-  const run = new FetchRun(options);
+  const run = new FetchRun(options, start);
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   try {
     for (;;) {
