@@ -7,18 +7,18 @@
 import PQueue from 'p-queue';
 import type { KitchenError } from '../errors.js';
 import type { Preflighter } from '../preflight/index.js';
+import type { StageContext } from '../stages/context.js';
+import { type Decision, decide, type PreparedUpload, plannedIdentity } from '../stages/decide.js';
+import { downloadItem } from '../stages/download.js';
+import type { Outcome } from '../stages/outcomes.js';
+import { runError } from '../stages/outcomes.js';
+import { pollJob } from '../stages/poll.js';
+import type { RunStop } from '../stages/stop.js';
+import { submitItem } from '../stages/submit.js';
 import type { ItemStore } from '../state/items.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
-import type { StageContext } from './context.js';
-import { downloadItem } from './download.js';
 import type { RunEvent } from './events.js';
-import type { Outcome } from './outcomes.js';
-import { runError } from './outcomes.js';
-import { type Decision, decide, type PreparedUpload, plannedIdentity } from './plan.js';
-import { pollJob } from './poll.js';
-import type { RunStop } from './stop.js';
-import { submitItem } from './submit.js';
 
 /** What the flow needs of the run's options. */
 export interface FlowOptions {

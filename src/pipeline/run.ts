@@ -11,15 +11,18 @@ import { RunReporter } from '../report/reporter.js';
 import type { WrittenReport } from '../report/write.js';
 import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
+import type { StageContext } from '../stages/context.js';
+import { fetchStyleKeys } from '../stages/fetch-styles.js';
+import { MIN_POLL_INTERVAL_MS, PollScheduler } from '../stages/poll-schedule.js';
+import { RunStop } from '../stages/stop.js';
+import { UploadReader } from '../stages/submit.js';
 import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
 import { openRunFolder } from '../state/run-folder.js';
 import type { Item, Report, ReportItem } from '../types.js';
 import { coalescedFsyncDir } from '../util/fs.js';
 import { monotonicMs } from '../util/time.js';
-import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
-import { fetchStyleKeys } from './fetch-styles.js';
 import { Flow } from './flow.js';
 import {
   isResolved,
@@ -29,10 +32,7 @@ import {
   resolveRunOptions,
 } from './options.js';
 import { folderPath, settleOutDir } from './out-dir.js';
-import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
 import { inShard, shardChange, shardText } from './shard.js';
-import { RunStop } from './stop.js';
-import { UploadReader } from './submit.js';
 
 export type { RunOptions } from './options.js';
 

@@ -7,7 +7,7 @@
  */
 import type { Redis } from 'ioredis';
 import { KitchenError } from '../errors.js';
-import type { StageStore } from '../pipeline/context.js';
+import type { StageStore } from '../stages/context.js';
 import type { ItemIdentity } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
 import { applyRecord, type ItemState, newItemState } from '../state/state.js';

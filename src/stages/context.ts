@@ -3,9 +3,9 @@ import type { KitchenClient } from '../api/client.js';
 import type { ServiceGate } from '../api/gate.js';
 import type { ItemStore } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
+import type { PreparedUpload } from './decide.js';
 import type { FailureContext, Outcome, Stage } from './outcomes.js';
 import { failureOutcome } from './outcomes.js';
-import type { PreparedUpload } from './plan.js';
 import type { PollScheduler } from './poll-schedule.js';
 
 /**
