@@ -86,6 +86,11 @@ export class JobStore implements StageStore {
     return this.#state;
   }
 
+  /** The state of the item this store holds, by its id (undefined for another id). */
+  get(id: string): ItemState | undefined {
+    return this.#state?.id === id ? this.#state : undefined;
+  }
+
   /**
    * Records the item as planned: a fresh state when it is new or its fingerprint changed (which
    * starts it afresh, as in the journal), else its image, source and preflight brought up to date.
