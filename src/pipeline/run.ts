@@ -52,10 +52,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     try {
       await journalStart(opened, parts);
       // Styles are a manifest check against the service's list: unknown ones are rejected unsent.
-      const styles = await fetchStyleKeys(parts.ctx, (message) => {
-        logger.warn({ event: 'warning' }, message);
-        emit({ type: 'warning', message });
-      });
+      const styles = await fetchStyleKeys(parts.ctx, (message) => emit({ type: 'warning', message }));
       await flow.run(checkStyles(manifest.items(), styles), manifest.count);
     } catch (error) {
       flow.fail(error);

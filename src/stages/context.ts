@@ -19,7 +19,7 @@ export interface StageStore {
 
 /**
  * What a stage may use: a narrow context, the same whether the stages run under the local flow
- * (`flow.ts`) or under another driver. A stage takes an item's state and this, does its one step,
+ * (`pipeline/flow.ts`) or a worker (`worker/items.ts`), both driving `sequence.ts`. A stage takes an item's state and this, does its one step,
  * journals what it learnt from the service through `store`, and returns an {@link Outcome}; it
  * never decides what comes next.
  */

@@ -168,10 +168,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   };
   let blocking: Redis | undefined;
   try {
-    const styles = await fetchStyleKeys({ ...shared, store: { record: async () => {} } }, (message) => {
-      logger.warn({ event: 'warning' }, message);
-      emit({ type: 'warning', message });
-    });
+    const styles = await fetchStyleKeys(shared, (message) => emit({ type: 'warning', message }));
     const review =
       options.review?.enabled === false ? null : { logger, outDir, threshold: options.review?.threshold };
     const jobTimeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
