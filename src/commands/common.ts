@@ -4,8 +4,8 @@ import { KitchenClient } from '../api/client.js';
 import type { Style } from '../api/wire.js';
 import { serviceConfig } from '../config.js';
 import { UsageError } from '../errors.js';
-import { stylesFailure } from '../pipeline/outcomes.js';
 import { startSandbox } from '../sandbox/index.js';
+import { stylesFailure } from '../stages/outcomes.js';
 
 /** What every command gets instead of reaching for globals (tests pass their own). */
 export interface CommandDeps {

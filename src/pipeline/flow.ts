@@ -1,24 +1,20 @@
 /**
- * The local flow: three queues (prepare → jobs → downloads) fed lazily with back-pressure, the
- * soft and hard stop, the counters of the progress display, and the one place that routes each
- * stage's outcome to what comes next. The stages themselves (`plan`, `submit`, `poll`, `download`)
- * know nothing of queues, so another driver can run them as they are.
+ * The local driver of the item's steps (`src/stages/sequence.ts`): three queues (prepare → jobs →
+ * downloads) fed lazily with back-pressure, the soft and hard stop, the `--max-submissions` and
+ * `--max-duration` guards, the counters of the progress display, and what a settled item means for
+ * the run (its event, a run stop). The steps themselves know nothing of queues: they say which lane
+ * their next part needs, and the flow queues it there.
  */
 import PQueue from 'p-queue';
 import type { KitchenError } from '../errors.js';
 import type { Preflighter } from '../preflight/index.js';
+import type { StageContext } from '../stages/context.js';
+import { runError } from '../stages/outcomes.js';
+import { type ItemDriver, type ItemSteps, itemSteps, type Lane, type Settled } from '../stages/sequence.js';
+import type { RunStop } from '../stages/stop.js';
 import type { ItemStore } from '../state/items.js';
-import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
-import type { StageContext } from './context.js';
-import { downloadItem } from './download.js';
 import type { RunEvent } from './events.js';
-import type { Outcome } from './outcomes.js';
-import { runError } from './outcomes.js';
-import { type Decision, decide, type PreparedUpload, plannedIdentity } from './plan.js';
-import { pollJob } from './poll.js';
-import type { RunStop } from './stop.js';
-import { submitItem } from './submit.js';
 
 /** What the flow needs of the run's options. */
 export interface FlowOptions {
@@ -47,7 +43,19 @@ export interface FlowCounts {
   skipped: number;
 }
 
+/** What the flow is given besides its options. */
+export interface FlowDeps {
+  ctx: StageContext<ItemStore>;
+  stop: RunStop;
+  preflighter: Preflighter;
+  emit: (event: RunEvent) => void;
+  /** Queues the review of an item's result (off the critical path); absent with `--no-review`. */
+  review?: (id: string) => void;
+}
+
 type Place = keyof FlowCounts;
+/** Where an item's steps run: deciding, a job slot, a download. */
+type FlowLane = 'prepare' | Lane;
 type ItemStatusEvent = Extract<RunEvent, { type: 'item' }>['status'];
 
 /** `6h`, `45m`, `1h30m`, `90s`: a duration as a person writes it. */
@@ -61,9 +69,9 @@ function describeDuration(ms: number): string {
 export class Flow {
   readonly #ctx: StageContext<ItemStore>;
   readonly #stop: RunStop;
-  readonly #preflighter: Preflighter;
   readonly #options: FlowOptions;
   readonly #emit: (event: RunEvent) => void;
+  readonly #driver: ItemDriver;
   // Deciding is mostly waiting (stat, reads, the preflight's own pool for sharp): enough in flight
   // that the job slots never wait for the next item.
   readonly #prep = new PQueue({ concurrency: 16 });
@@ -77,20 +85,26 @@ export class Flow {
   #expired: ItemError | null = null;
   #windowTimers: NodeJS.Timeout[] = [];
 
-  constructor(
-    ctx: StageContext<ItemStore>,
-    stop: RunStop,
-    preflighter: Preflighter,
-    options: FlowOptions,
-    emit: (event: RunEvent) => void,
-  ) {
-    this.#ctx = ctx;
-    this.#stop = stop;
-    this.#preflighter = preflighter;
+  constructor(deps: FlowDeps, options: FlowOptions) {
+    this.#ctx = deps.ctx;
+    this.#stop = deps.stop;
     this.#options = options;
-    this.#emit = emit;
+    this.#emit = deps.emit;
     this.#jobs = new PQueue({ concurrency: options.concurrency });
     this.#downloads = new PQueue({ concurrency: Math.min(32, Math.max(4, options.concurrency)) });
+    const review = deps.review;
+    this.#driver = {
+      ctx: deps.ctx,
+      preflighter: deps.preflighter,
+      outDir: options.outDir,
+      jobTimeoutMs: options.jobTimeoutMs,
+      retryAmbiguous: options.retryAmbiguous,
+      polledElsewhere: false,
+      decideOptions: () => ({ retryFailed: options.retryFailed, verify: options.verify }),
+      admit: async () => this.#admit(),
+      accepted: (id, jobId) => this.#item(id, 'submitted', { jobId }),
+      review: async (id) => review?.(id),
+    };
   }
 
   /** The first error that stopped the run, if any. */
@@ -134,7 +148,10 @@ export class Flow {
         await this.#jobs.onSizeLessThan(window);
         await this.#downloads.onSizeLessThan(window);
         if (this.#stop.soft.aborted || this.#expired) break;
-        this.#enqueue(this.#prep, () => this.#prepare(item));
+        this.#enqueue(this.#prep, async () => {
+          if (this.#stop.soft.aborted) return;
+          await this.#advance(itemSteps(item, this.#driver), item.id, 'prepare');
+        });
       }
       // Queues feed each other: wait until all three are idle at once.
       const queues = [this.#prep, this.#jobs, this.#downloads];
@@ -219,150 +236,93 @@ export class Flow {
     if (to) this.#counts[to]++;
   }
 
-  /** Decides what the item needs (preflight included) and sends it on. */
-  async #prepare(item: Item): Promise<void> {
-    if (this.#stop.soft.aborted) return;
-    let decision: Decision;
+  /** Runs the item's steps in `lane` until they need another lane (queued there) or end. */
+  async #advance(steps: ItemSteps, id: string, lane: FlowLane): Promise<void> {
+    let handedOn = false;
     try {
-      decision = await decide(item, {
-        preflighter: this.#preflighter,
-        state: this.#ctx.store.get(item.id),
-        outDir: this.#options.outDir,
-        retryFailed: this.#options.retryFailed,
-        verify: this.#options.verify,
-      });
-    } catch (error) {
-      if (this.#stop.soft.aborted) return;
-      throw error;
-    }
-    const state = await this.#ctx.store.plan(plannedIdentity(item, decision));
-    switch (decision.action) {
-      case 'reject':
-        this.#move('pending', null);
-        try {
-          await this.#reject(state, decision.error);
-        } finally {
-          this.#ctx.store.release(state);
-        }
-        return;
-      case 'skip':
-        this.#move('pending', 'skipped');
-        this.#ctx.store.release(state);
-        this.#item(item.id, 'skipped');
-        return;
-      case 'download':
-        this.#move('pending', 'downloading');
-        this.#enqueue(this.#downloads, () => this.#download(state));
-        return;
-      case 'poll':
-        this.#enqueue(this.#jobs, () => this.#job(item, state, null));
-        return;
-      case 'submit':
-        this.#enqueue(this.#jobs, () => this.#job(item, state, decision.upload));
-        return;
-    }
-  }
-
-  /** One job slot: submit (when needed) and poll to the end; the download goes on outside the slot. */
-  async #job(item: Item, state: ItemState, upload: PreparedUpload | null): Promise<void> {
-    const stopping = this.#stop.soft.aborted;
-    this.#move('pending', stopping ? null : 'running');
-    let downloading = false;
-    try {
-      if (stopping) return;
-      let outcome: Outcome | undefined;
+      if (lane === 'job') {
+        // A job slot is taken when the job starts, not when the item is decided.
+        const stopping = this.#stop.soft.aborted;
+        this.#move('pending', stopping ? null : 'running');
+        if (stopping) return;
+      }
+      let next: IteratorResult<Lane, Settled>;
       try {
-        if (upload) outcome = await this.#submit(item, state, upload);
-        if (!outcome || outcome.kind === 'accepted') {
-          outcome = await pollJob(this.#ctx, state, { jobTimeoutMs: this.#options.jobTimeoutMs });
-        }
+        next = await steps.next();
+      } catch (error) {
+        // A decision cut short by the stop leaves the item as it was.
+        if (lane === 'prepare' && this.#stop.soft.aborted) return;
+        throw error;
       } finally {
-        this.#move('running', null);
+        if (lane === 'job') this.#move('running', null);
       }
-      if (outcome.kind === 'ended' && outcome.status === 'succeeded') {
-        downloading = true;
-        this.#move(null, 'downloading');
-        this.#enqueue(this.#downloads, () => this.#download(state));
+      if (!next.done) {
+        handedOn = true;
+        const to = next.value;
+        if (to === 'download') this.#move(lane === 'prepare' ? 'pending' : null, 'downloading');
+        this.#enqueue(to === 'job' ? this.#jobs : this.#downloads, () => this.#advance(steps, id, to));
         return;
       }
-      await this.#settle(state, outcome);
+      if (lane === 'prepare') this.#move('pending', next.value.status === 'skipped' ? 'skipped' : null);
+      await this.#settle(id, next.value);
     } finally {
-      if (!downloading) this.#ctx.store.release(state);
+      if (lane === 'download') this.#move('downloading', null);
+      if (!handedOn) this.#release(id);
     }
   }
 
-  /** The cost guard, then the submit stage; `submitted` announced once the job id is journaled. */
-  async #submit(item: Item, state: ItemState, upload: PreparedUpload): Promise<Outcome> {
-    if (this.#expired) return { kind: 'incomplete', error: this.#expired };
+  /** The flow is done with the item for this run. */
+  #release(id: string): void {
+    const state = this.#ctx.store.get(id);
+    if (state) this.#ctx.store.release(state);
+  }
+
+  /** The cost guard and the time window, before a submission; each item counted once. */
+  #admit(): ItemError | null {
+    if (this.#expired) return this.#expired;
     const max = this.#options.maxSubmissions;
     if (max !== null && this.#submitted >= max) {
       const message = `not submitted: this run reached --max-submissions ${max}; a rerun continues`;
-      return { kind: 'incomplete', error: { code: 'max_submissions', message } };
+      return { code: 'max_submissions', message };
     }
     this.#submitted++;
-    const outcome = await submitItem(this.#ctx, item, state, upload, {
-      retryAmbiguous: this.#options.retryAmbiguous,
-    });
-    if (outcome.kind === 'accepted') this.#item(item.id, 'submitted', { jobId: outcome.jobId });
-    return outcome;
+    return null;
   }
 
-  async #download(state: ItemState): Promise<void> {
-    try {
-      await this.#settle(state, await downloadItem(this.#ctx, state));
-    } finally {
-      this.#move('downloading', null);
-      this.#ctx.store.release(state);
-    }
-  }
-
-  /** Where an outcome ends for this run: journaled conclusions, item events, a run stop. */
-  async #settle(state: ItemState, outcome: Outcome): Promise<void> {
-    const { id } = state;
-    switch (outcome.kind) {
-      case 'ended':
-        if (outcome.status === 'failed') {
-          this.#item(id, 'failed', {
-            jobId: outcome.jobId,
-            ...(outcome.error ? { error: outcome.error } : {}),
-          });
-        }
+  /** Where a settled item ends for this run: item events, a run stop. */
+  async #settle(id: string, settled: Settled): Promise<void> {
+    switch (settled.status) {
+      case 'succeeded':
+        this.#item(id, 'succeeded', { jobId: settled.jobId });
         return;
-      case 'downloaded':
-        this.#item(id, 'succeeded', { jobId: outcome.jobId });
+      case 'failed':
+        this.#item(id, 'failed', {
+          ...(settled.jobId !== null ? { jobId: settled.jobId } : {}),
+          ...(settled.error ? { error: settled.error } : {}),
+        });
         return;
-      case 'refused':
-        this.#item(id, 'failed', { error: outcome.error });
+      case 'rejected':
+        this.#item(id, 'rejected', { error: settled.error });
+        return;
+      case 'skipped':
+        this.#item(id, 'skipped');
         return;
       case 'incomplete':
-        await this.#ctx.store.record({ t: 'incomplete', id, fp: state.fp, error: outcome.error });
-        this.#item(id, 'incomplete', { error: outcome.error });
-        this.#ctx.logger.info(
-          { event: 'incomplete', item: id, code: outcome.error.code },
-          outcome.error.message,
-        );
-        if (outcome.fatal) this.fail(outcome.fatal);
+        this.#item(id, 'incomplete', { error: settled.error });
+        if (settled.fatal) this.fail(settled.fatal);
         return;
       case 'fatal':
-        this.fail(outcome.error);
+        this.fail(settled.error);
         return;
-      case 'stopped':
+      case 'stopped': {
         // Stopped by the window (not a signal): say so in the item's state, for the report.
-        if (this.#expired && !this.#interrupted && !this.#fatal) {
+        const state = this.#ctx.store.get(id);
+        if (state && this.#expired && !this.#interrupted && !this.#fatal) {
           await this.#ctx.store.record({ t: 'incomplete', id, fp: state.fp, error: this.#expired });
         }
         return;
-      case 'accepted':
-        return;
+      }
     }
-  }
-
-  /** Rejected before submission; journaled again only when the reason changed. */
-  async #reject(state: ItemState, error: ItemError): Promise<void> {
-    const same =
-      state.phase === 'rejected' && state.error?.code === error.code && state.error.message === error.message;
-    if (!same) await this.#ctx.store.record({ t: 'rejected', id: state.id, fp: state.fp, error });
-    this.#item(state.id, 'rejected', { error });
   }
 
   #item(id: string, status: ItemStatusEvent, extra: { jobId?: string; error?: ItemError } = {}): void {

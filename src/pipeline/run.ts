@@ -1,38 +1,20 @@
-import path from 'node:path';
+/**
+ * `run`: a manifest through the service, driven by the local flow (`flow.ts`) over the parts
+ * `setup.ts` assembles; the journal's first records, and how the run ended turned into its result.
+ */
 import type { Logger } from 'pino';
-import { KitchenClient } from '../api/client.js';
-import { ServiceGate } from '../api/gate.js';
-import { RateGovernor } from '../api/governor.js';
 import { InterruptedError, type KitchenError, PartialRunError, StateError } from '../errors.js';
-import { checkManifestFile, checkStyle, openManifest } from '../manifest/index.js';
-import { createPreflighter } from '../preflight/index.js';
-import { EarlyThumbnails } from '../report/early-thumbs.js';
-import { RunReporter } from '../report/reporter.js';
+import { checkStyle } from '../manifest/index.js';
+import type { RunReporter } from '../report/reporter.js';
 import type { WrittenReport } from '../report/write.js';
-import { PAGE_FIRST } from '../report/write.js';
-import { Reviewer } from '../review/index.js';
-import { ItemStore } from '../state/items.js';
-import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
-import { openRunFolder } from '../state/run-folder.js';
+import { fetchStyleKeys } from '../stages/fetch-styles.js';
+import { writePlanFile } from '../state/plan-file.js';
 import type { Item, Report, ReportItem } from '../types.js';
-import { coalescedFsyncDir } from '../util/fs.js';
-import { monotonicMs } from '../util/time.js';
-import type { StageContext } from './context.js';
-import type { RunEvent } from './events.js';
-import { fetchStyleKeys } from './fetch-styles.js';
-import { Flow } from './flow.js';
-import {
-  isResolved,
-  type ResolvedRunOptions,
-  type RunOptions,
-  resolvePlanOptions,
-  resolveRunOptions,
-} from './options.js';
-import { folderPath, settleOutDir } from './out-dir.js';
-import { MIN_POLL_INTERVAL_MS, PollScheduler } from './poll-schedule.js';
-import { inShard, shardChange, shardText } from './shard.js';
-import { RunStop } from './stop.js';
-import { UploadReader } from './submit.js';
+import type { Flow } from './flow.js';
+import type { ResolvedRunOptions, RunOptions } from './options.js';
+import { folderPath } from './out-dir.js';
+import { assembleRun, closeRun, type OpenedRun, openRun, type RunParts } from './setup.js';
+import { shardText } from './shard.js';
 
 export type { RunOptions } from './options.js';
 
@@ -60,193 +42,62 @@ export interface RunResult {
  * journal and the reports it can (docs/contract.md#exit-codes).
  */
 export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<RunResult> {
-  if (!isResolved(input)) {
-    // As the CLI: the settings, then a manifest that is not there, and only then a missing service,
-    // so a wrong path is not reported as a missing key.
-    const { service: _service, ...settings } = input;
-    const checked = resolvePlanOptions(settings);
-    await checkManifestFile(checked.manifest, checked.cwd);
-  }
-  let options = resolveRunOptions(input);
-  // The manifest is checked whole first (a bad row or a duplicate id submits nothing), keeping only
-  // the plan (about 90 bytes per item); the items themselves are read again as the queues make room.
-  const { shard } = options.limits;
-  const planned = new PlanLines();
-  const first = new Set<string>();
-  const manifest = await openManifest(options.manifest, {
-    cwd: options.cwd,
-    ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
-    onItem: (item) => {
-      planned.add({ id: item.id, image: item.image, module: item.module, style: item.style ?? null });
-      if (first.size < PAGE_FIRST) first.add(item.id);
-    },
-  });
-  const folderOptions = {
-    logLevel: options.output.logLevel,
-    secrets: [options.service.apiKey],
-    onWarning: (message: string) => options.onEvent({ type: 'warning', message }),
-    mirror: options.logger ?? undefined,
-  };
-  // The folder holds one manifest's runs: the default moves aside from another's, `--out` is refused.
-  const settled = await settleOutDir(
-    { ...options, manifestRenamed: options.resume.manifestRenamed },
-    (dir) => openRunFolder(dir, folderOptions),
-    (opened) => ({ run: opened.lastRun, plan: opened.lastPlan }),
-    (opened) => opened.close(),
-  );
-  const folder = settled.opened;
-  options = { ...options, outDir: settled.dir };
+  const opened = await openRun(input);
+  const { options, folder, manifest } = opened;
   try {
-    const refusal = shardChange(folder.lastRun?.shard, shard, options.outDir);
-    if (refusal) throw new StateError('shard_changed', refusal);
-    const { logger } = folder;
-    const store = new ItemStore(folder.journal, folder.states, {
-      onFailure: (error) => flow.fail(error),
-      interner: folder.interner,
-    });
-    // report.html's first thumbnails are made as results arrive (only when there is to be a page).
-    const thumbnails = options.output.html ? new EarlyThumbnails({ ...options, first, states: store }) : null;
-    // Each result is reviewed against its source as it arrives, off the critical path.
-    const reviewer = options.review.enabled
-      ? new Reviewer({
-          outDir: options.outDir,
-          states: store,
-          record: (record) => store.record(record),
-          logger,
-          threshold: options.review.threshold,
-        })
-      : null;
-    const emit = guardedListener(options.onEvent, logger, (event) => {
-      thumbnails?.onEvent(event);
-      reviewer?.onEvent(event);
-    });
-    for (const warning of manifest.warnings) emit({ type: 'warning', message: warning });
-    if (settled.note) {
-      logger.warn({ event: 'out_dir_moved_aside', out_dir: settled.dir }, settled.note);
-      emit({ type: 'warning', message: settled.note });
-    }
-
-    // The service, and the context every stage works in.
-    const { client, governor, gate } = connect(options, logger, emit);
-    const stop = new RunStop(options.timing.graceMs);
-    const ctx: StageContext<ItemStore> = {
-      client,
-      gate,
-      store,
-      polls: new PollScheduler(MIN_POLL_INTERVAL_MS, monotonicMs, {
-        pressure: () => governor.pressure,
-        // Nothing left to submit: the last jobs decide when the run ends.
-        draining: () => flow.counts.pending === 0,
-      }),
-      logger,
-      stop: stop.soft,
-      abort: stop.hard,
-      resultsDir: folder.resultsDir,
-      syncResults: coalescedFsyncDir(folder.resultsDir),
-      uploads: new UploadReader(),
-    };
-    const preflighter = createPreflighter({
-      cacheDir: path.join(options.outDir, '.prepared'),
-      ...options.preflight,
-      // The as-is check's small rendition is the review's view of the source: not decoded twice.
-      ...(reviewer ? { onSample: (sha: string, sample) => reviewer.offerSource(sha, sample) } : {}),
-    });
-    const { concurrency, maxSubmissions, jobTimeoutMs, maxDurationMs, maxDurationGraceMs } = options.limits;
-    const flow: Flow = new Flow(
-      ctx,
-      stop,
-      preflighter,
-      {
-        outDir: options.outDir,
-        concurrency,
-        maxSubmissions,
-        jobTimeoutMs,
-        maxDurationMs,
-        maxDurationGraceMs,
-        ...options.resume,
-      },
-      emit,
-    );
-    stop.follow(options.signals, (reason) => flow.interrupt(reason));
-    const plan = {
-      t: 'plan' as const,
-      manifest_dir: options.manifestDir,
-      file: PLAN_FILE,
-      count: manifest.count,
-    };
-    const reporter = new RunReporter({
-      manifest: options.manifest,
-      manifestDir: options.manifestDir,
-      outDir: options.outDir,
-      reportIntervalMs: options.timing.reportIntervalMs,
-      progressIntervalMs: options.timing.progressIntervalMs,
-      html: options.output.html,
-      baseUrl: client.baseUrl,
-      total: manifest.count,
-      plan,
-      store,
-      gate,
-      polls: ctx.polls.stats,
-      flow,
-      emit,
-    });
-
+    const parts = assembleRun(opened);
+    const { flow, reporter, logger, emit } = parts;
     emit({ type: 'start', outDir: options.outDir, items: manifest.count, resumed: folder.resumed });
     reporter.start();
     try {
-      await folder.journal.append(
-        {
-          t: 'run',
-          at: reporter.startedAt,
-          v: 1,
-          manifest: options.manifest,
-          manifest_path: settled.file,
-          out_dir: await folderPath(settled.dir),
-          base_url: client.baseUrl,
-          pid: process.pid,
-          ...(shard ? { shard: shardText(shard) } : {}),
-        },
-        { sync: true },
-      );
-      await writePlanFile(options.outDir, planned);
-      planned.clear();
-      await folder.journal.append(plan);
-      logger.info(
-        {
-          event: 'run_start',
-          manifest: options.manifest,
-          base_url: client.baseUrl,
-          items: manifest.count,
-          resumed: folder.resumed,
-        },
-        'run started',
-      );
+      await journalStart(opened, parts);
       // Styles are a manifest check against the service's list: unknown ones are rejected unsent.
-      const styles = await fetchStyleKeys(ctx, (message) => {
-        logger.warn({ event: 'warning' }, message);
-        emit({ type: 'warning', message });
-      });
+      const styles = await fetchStyleKeys(parts.ctx, (message) => emit({ type: 'warning', message }));
       await flow.run(checkStyles(manifest.items(), styles), manifest.count);
     } catch (error) {
       flow.fail(error);
     } finally {
-      reporter.stop();
-      await thumbnails?.close();
-      // A run that stops leaves the reviews not started to a rerun (or `review`).
-      if (flow.interrupted || flow.fatal) reviewer?.stop();
-      await reviewer?.drain();
-      await reviewer?.close();
-      reviewer?.logEnd();
-      governor.close(new InterruptedError('shutdown'));
-      client.close();
-      await preflighter.close();
+      await closeRun(parts);
     }
-
     // Finish: the final reports, then the exit code (or the error that stopped the run).
     return await finish(flow, reporter, logger, options.outDir, folder.journal.stats);
   } finally {
     await folder.close();
   }
+}
+
+/** The run's first records: `run` (fsynced), the plan file and its `plan` record; then the log says so. */
+async function journalStart(run: OpenedRun, parts: RunParts): Promise<void> {
+  const { options, folder, manifest } = run;
+  const { shard } = options.limits;
+  const baseUrl = parts.service.client.baseUrl;
+  await folder.journal.append(
+    {
+      t: 'run',
+      at: parts.reporter.startedAt,
+      v: 1,
+      manifest: options.manifest,
+      manifest_path: run.manifestFile,
+      out_dir: await folderPath(options.outDir),
+      base_url: baseUrl,
+      pid: process.pid,
+      ...(shard ? { shard: shardText(shard) } : {}),
+    },
+    { sync: true },
+  );
+  await writePlanFile(options.outDir, run.planned);
+  run.planned.clear();
+  await folder.journal.append(parts.plan);
+  parts.logger.info(
+    {
+      event: 'run_start',
+      manifest: options.manifest,
+      base_url: baseUrl,
+      items: manifest.count,
+      resumed: folder.resumed,
+    },
+    'run started',
+  );
 }
 
 /** Writes the final reports and turns how the run ended into its result or its error. */
@@ -288,57 +139,6 @@ async function finish(
     run: report.run,
     problems: report.problems,
     resumed: { doneEarlier: flow.counts.skipped, submittedNow: flow.submitted },
-  };
-}
-
-/** The client, the rate governor (its changes logged and announced) and the gate over both. */
-function connect(options: ResolvedRunOptions, logger: Logger, emit: (event: RunEvent) => void) {
-  const { service } = options;
-  const t = service.timeouts ?? {};
-  const client = new KitchenClient({
-    baseUrl: service.baseUrl,
-    apiKey: service.apiKey,
-    ...(t.connect !== undefined ? { connectTimeoutMs: t.connect } : {}),
-    ...(t.request !== undefined ? { requestTimeoutMs: t.request } : {}),
-    ...(t.upload !== undefined ? { uploadTimeoutMs: t.upload } : {}),
-    ...(t.download !== undefined ? { downloadTimeoutMs: t.download } : {}),
-  });
-  const { maxRate } = options.limits;
-  const governor = new RateGovernor({
-    ...service.governor,
-    ...(maxRate !== null ? { maxRate: Math.min(maxRate, service.governor?.maxRate ?? maxRate) } : {}),
-    onChange: (event) => {
-      logger.info(
-        { event: `rate_${event.type}`, ...event, type: undefined },
-        `request rate now ${event.rate.toFixed(2)}/s`,
-      );
-      emit({
-        type: 'rate',
-        rate: event.rate,
-        ...(event.type === 'decrease' ? { pauseMs: event.pauseMs } : {}),
-      });
-    },
-  });
-  const gate = new ServiceGate(governor, logger, {
-    ...(service.retry ? { retry: service.retry } : {}),
-    unreachableMs: service.unreachableMs,
-  });
-  return { client, governor, gate };
-}
-
-/** The caller's listener, made safe (one that throws is logged, never the run's end), after ours. */
-function guardedListener(
-  listener: (event: RunEvent) => void,
-  logger: Logger,
-  internal: (event: RunEvent) => void,
-): (event: RunEvent) => void {
-  return (event) => {
-    internal(event);
-    try {
-      listener(event);
-    } catch (error) {
-      logger.error({ event: 'listener_error', err: String(error) }, 'an onEvent listener threw');
-    }
   };
 }
 

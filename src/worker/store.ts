@@ -7,7 +7,7 @@
  */
 import type { Redis } from 'ioredis';
 import { KitchenError } from '../errors.js';
-import type { StageStore } from '../pipeline/context.js';
+import type { StageStore } from '../stages/context.js';
 import type { ItemIdentity } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
 import { applyRecord, type ItemState, newItemState } from '../state/state.js';
@@ -84,6 +84,11 @@ export class JobStore implements StageStore {
   /** The item's state as last written (undefined before {@link plan} for an item never seen). */
   get state(): ItemState | undefined {
     return this.#state;
+  }
+
+  /** The state of the item this store holds, by its id (undefined for another id). */
+  get(id: string): ItemState | undefined {
+    return this.#state?.id === id ? this.#state : undefined;
   }
 
   /**

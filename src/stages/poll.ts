@@ -10,6 +10,30 @@ import { monotonicMs } from '../util/time.js';
 import { failed, type StageContext } from './context.js';
 import { JobTimeoutError, type Outcome } from './outcomes.js';
 
+/**
+ * One GET of the item's job through the gate (retried there), each attempt counted against the 2 s
+ * floor: the one request both the poll loop and a download's fresh-URL poll send.
+ * @param beforeAttempt waits for the job's turn (and checks what else the caller must) before each attempt
+ */
+export function askJob(
+  ctx: StageContext,
+  id: string,
+  jobId: string,
+  beforeAttempt: () => Promise<void>,
+): Promise<Job> {
+  return ctx.gate.call(
+    'poll',
+    async () => {
+      try {
+        return await ctx.client.getJob(jobId, { signal: ctx.abort });
+      } finally {
+        ctx.polls.polled(id);
+      }
+    },
+    { signal: ctx.stop, label: id, beforeAttempt },
+  );
+}
+
 /** Options of {@link pollJob}. */
 export interface PollOptions {
   /** A job not ended this long after this run started polling it is `incomplete/job_timeout`. */
@@ -31,17 +55,7 @@ export async function pollJob(ctx: StageContext, state: ItemState, options: Poll
   };
   try {
     for (;;) {
-      const job: Job = await ctx.gate.call(
-        'poll',
-        async () => {
-          try {
-            return await ctx.client.getJob(jobId, { signal: ctx.abort });
-          } finally {
-            ctx.polls.polled(id);
-          }
-        },
-        { signal: ctx.stop, label: id, beforeAttempt },
-      );
+      const job = await askJob(ctx, id, jobId, beforeAttempt);
       if (job.status === 'succeeded' || job.status === 'failed') {
         ctx.polls.ended(id, job);
         await ctx.store.record({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PollScheduler } from '../../src/pipeline/poll-schedule.js';
+import { PollScheduler } from '../../src/stages/poll-schedule.js';
 
 function clock() {
   let t = 0;

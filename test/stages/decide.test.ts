@@ -1,7 +1,7 @@
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { type Decision, decide } from '../../src/pipeline/plan.js';
 import { createPreflighter, type PreflightWorkEvent } from '../../src/preflight/index.js';
+import { type Decision, decide } from '../../src/stages/decide.js';
 import { newItemState } from '../../src/state/state.js';
 import type { Item } from '../../src/types.js';
 import { sha256 } from '../../src/util/fs.js';

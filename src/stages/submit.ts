@@ -9,8 +9,8 @@ import type { ItemState } from '../state/state.js';
 import type { Item } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
 import { failed, type StageContext } from './context.js';
+import type { PreparedUpload } from './decide.js';
 import { type Outcome, serviceError } from './outcomes.js';
-import type { PreparedUpload } from './plan.js';
 
 /**
  * The bytes of uploads, read once for all the styles of one image: a small cache of the most

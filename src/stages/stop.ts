@@ -1,6 +1,5 @@
 import { setMaxListeners } from 'node:events';
 import { InterruptedError } from '../errors.js';
-import type { SignalOptions } from './options.js';
 
 /**
  * The two stops of a run. The soft stop (first SIGINT, a fatal error) lets no new work start and
@@ -19,7 +18,7 @@ export class RunStop {
   }
 
   /** Follows the caller's signals: `stop` calls `onStop` with its reason, `abort` aborts requests at once. */
-  follow(signals: SignalOptions, onStop: (reason: string) => void): void {
+  follow(signals: { stop?: AbortSignal; abort?: AbortSignal }, onStop: (reason: string) => void): void {
     const { stop, abort } = signals;
     if (stop) {
       const onAbort = () => onStop(String(stop.reason instanceof Error ? stop.reason.message : 'signal'));

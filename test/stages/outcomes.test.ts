@@ -8,7 +8,7 @@ import {
   runError,
   type Stage,
   stylesFailure,
-} from '../../src/pipeline/outcomes.js';
+} from '../../src/stages/outcomes.js';
 
 const POST = { method: 'POST', path: '/v1/modules/change-style' };
 const GET = { method: 'GET', path: '/v1/jobs/job_1' };

@@ -1,8 +1,8 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { KitchenClient } from '../../src/api/client.js';
 import { ServiceRefusedError } from '../../src/errors.js';
-import { pollJob } from '../../src/pipeline/poll.js';
-import { submitItem } from '../../src/pipeline/submit.js';
+import { pollJob } from '../../src/stages/poll.js';
+import { submitItem } from '../../src/stages/submit.js';
 import { ofKind, type StageWorld, stageWorld } from '../helpers/stages.js';
 
 const FLOOR = 200;

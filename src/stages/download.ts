@@ -12,6 +12,7 @@ import { FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
 import type { ItemState } from '../state/state.js';
 import { failed, type StageContext } from './context.js';
 import type { Outcome } from './outcomes.js';
+import { askJob } from './poll.js';
 
 /**
  * The result's path in `results/`: the item id (already limited to `[A-Za-z0-9._-]` and 255 bytes)
@@ -95,17 +96,7 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
 /** Polls the job once more (the 2 s floor kept) and journals a fresh result URL; false when there is none. */
 async function refreshUrl(ctx: StageContext, state: ItemState): Promise<boolean> {
   const { id, fp } = state;
-  const job = await ctx.gate.call(
-    'poll',
-    async () => {
-      try {
-        return await ctx.client.getJob(state.jobId!, { signal: ctx.abort });
-      } finally {
-        ctx.polls.polled(id);
-      }
-    },
-    { signal: ctx.stop, label: id, beforeAttempt: () => ctx.polls.waitTurn(id, 0, ctx.stop) },
-  );
+  const job = await askJob(ctx, id, state.jobId!, () => ctx.polls.waitTurn(id, 0, ctx.stop));
   if (job.status !== 'succeeded' || !job.imageUrl) return false;
   await ctx.store.record({
     t: 'ended',

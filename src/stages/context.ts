@@ -3,9 +3,9 @@ import type { KitchenClient } from '../api/client.js';
 import type { ServiceGate } from '../api/gate.js';
 import type { ItemStore } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
+import type { PreparedUpload } from './decide.js';
 import type { FailureContext, Outcome, Stage } from './outcomes.js';
 import { failureOutcome } from './outcomes.js';
-import type { PreparedUpload } from './plan.js';
 import type { PollScheduler } from './poll-schedule.js';
 
 /**
@@ -19,7 +19,7 @@ export interface StageStore {
 
 /**
  * What a stage may use: a narrow context, the same whether the stages run under the local flow
- * (`flow.ts`) or under another driver. A stage takes an item's state and this, does its one step,
+ * (`pipeline/flow.ts`) or a worker (`worker/items.ts`), both driving `sequence.ts`. A stage takes an item's state and this, does its one step,
  * journals what it learnt from the service through `store`, and returns an {@link Outcome}; it
  * never decides what comes next.
  */

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ServiceRefusedError } from '../../src/errors.js';
-import { submitItem } from '../../src/pipeline/submit.js';
 import type { Sandbox } from '../../src/sandbox/index.js';
+import { submitItem } from '../../src/stages/submit.js';
 import { createRequests } from '../helpers/sandbox.js';
 import { ofKind, stageWorld } from '../helpers/stages.js';
 
