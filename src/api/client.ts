@@ -8,9 +8,9 @@ import { pipeline } from 'node:stream/promises';
 import got, { type Got, RequestError, type Response, TimeoutError } from 'got';
 import { sniffImage, type UploadFormat } from '../image/format.js';
 import { isLocalFsError } from '../util/fs.js';
+import { parseRetryAfter } from '../util/retry-after.js';
 import { ApiError, type ApiRequestInfo, httpError, protocolError, transportError } from './errors.js';
 import { multipartBody, type Part } from './multipart.js';
-import { parseRetryAfter } from './retry-after.js';
 import { type Job, parseErrorBody, parseJobEnvelope, parseStyles, type Style, WireError } from './wire.js';
 
 /** Options of {@link KitchenClient}. */

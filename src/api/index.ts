@@ -1,3 +1,4 @@
+export { parseRetryAfter } from '../util/retry-after.js';
 export {
   type CallOptions,
   type ClientOptions,
@@ -17,5 +18,4 @@ export {
   retryBudget,
   retryDelay,
 } from './policy.js';
-export { parseRetryAfter } from './retry-after.js';
 export { type Job, type JobStatus, parseJobEnvelope, parseStyles, type Style } from './wire.js';

@@ -1,5 +1,17 @@
 import type { ItemStatus } from '../types.js';
 
+/** Where items stand in the flow, for the progress display. */
+export interface FlowCounts {
+  /** Waiting for preflight or a job slot. */
+  pending: number;
+  /** Submitted (or being submitted), not yet ended. */
+  running: number;
+  /** Ended at the service, result being fetched. */
+  downloading: number;
+  /** Finished by an earlier run. */
+  skipped: number;
+}
+
 /** Counts by where items stand, for progress displays. */
 export interface ProgressCounts {
   total: number;

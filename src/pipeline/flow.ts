@@ -14,7 +14,7 @@ import { type ItemDriver, type ItemSteps, itemSteps, type Lane, type Settled } f
 import type { RunStop } from '../stages/stop.js';
 import type { ItemStore } from '../state/items.js';
 import type { Item, ItemError } from '../types.js';
-import type { RunEvent } from './events.js';
+import type { FlowCounts, RunEvent } from './events.js';
 
 /** What the flow needs of the run's options. */
 export interface FlowOptions {
@@ -29,18 +29,6 @@ export interface FlowOptions {
   retryFailed: boolean;
   retryAmbiguous: boolean;
   verify: boolean;
-}
-
-/** Where items stand in the flow, for the progress display. */
-export interface FlowCounts {
-  /** Waiting for preflight or a job slot. */
-  pending: number;
-  /** Submitted (or being submitted), not yet ended. */
-  running: number;
-  /** Ended at the service, result being fetched. */
-  downloading: number;
-  /** Finished by an earlier run. */
-  skipped: number;
 }
 
 /** What the flow is given besides its options. */

@@ -1,6 +1,5 @@
 import type { ServiceGate } from '../api/gate.js';
-import type { ProgressCounts, RunEvent } from '../pipeline/events.js';
-import type { FlowCounts } from '../pipeline/flow.js';
+import type { FlowCounts, ProgressCounts, RunEvent } from '../pipeline/events.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
 import type { ItemError, ReportItem } from '../types.js';

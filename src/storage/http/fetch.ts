@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import { parseRetryAfter } from '../../api/retry-after.js';
 import { redactUrl } from '../../util/redact-url.js';
+import { parseRetryAfter } from '../../util/retry-after.js';
 import { sleep as defaultSleep } from '../../util/time.js';
 import { SourceError } from './errors.js';
 import { type Exchange, exchange, isTransient, tooLargeError } from './exchange.js';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseRetryAfter } from '../../src/api/retry-after.js';
+import { parseRetryAfter } from '../../src/util/retry-after.js';
 
 const SERVER_NOW = Date.parse('Wed, 21 Oct 2015 07:28:00 GMT');
 /** A local clock two hours ahead of the server (docs/faults.md J.44). */
