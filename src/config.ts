@@ -7,7 +7,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import type { RUN_FLAGS } from './commands/command-table.js';
 import { UsageError } from './errors.js';
-import type { OptionLabel, PlanOptions } from './pipeline/options.js';
+import type { PlanOptions } from './pipeline/options.js';
 import { parseShard } from './pipeline/shard.js';
 import type { FlagValues } from './util/flags.js';
 import {
@@ -67,31 +67,6 @@ export function serviceConfig(
   }
   return { baseUrl, apiKey, warnings };
 }
-
-/** Option paths of the run options and the flag that sets each, so messages name the flag. */
-const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
-  out: '--out',
-  'limits.concurrency': '--concurrency',
-  'limits.maxSubmissions': '--max-submissions',
-  'limits.jobTimeoutMs': '--job-timeout',
-  'limits.shard': '--shard',
-  'limits.maxDurationMs': '--max-duration',
-  'limits.maxRate': '--max-rate',
-  'review.enabled': '--no-review',
-  'review.threshold': '--review-threshold',
-  'preflight.maxSide': '--max-side',
-  'preflight.stripMetadata': '--strip-metadata',
-  'preflight.keepMetadata': '--keep-metadata',
-  'resume.retryFailed': '--retry-failed',
-  'resume.retryAmbiguous': '--retry-ambiguous',
-  'resume.verify': '--verify',
-  'resume.manifestRenamed': '--manifest-renamed',
-  'output.logLevel': '--log-level',
-  'service.baseUrl': '--base-url',
-};
-
-/** Names an option by the flag that sets it (or by its path when no flag does). */
-export const flagLabel: OptionLabel = (optionPath) => FLAG_OF_OPTION[optionPath] ?? optionPath;
 
 /** The flags of `run` and `plan` as parsed, typed by their declaration. */
 export type RunFlagValues = FlagValues<typeof RUN_FLAGS>;

@@ -5,6 +5,9 @@
  * against them, and the README's option tables are written from them (`npm run docs:options`).
  * This module loads nothing heavy: the overview must not pull in BullMQ or sharp.
  */
+import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
+import type { OptionLabel } from '../pipeline/option-types.js';
+import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { SANDBOX_FLAGS } from '../sandbox/flags.js';
 import type { FlagTable } from '../util/flags.js';
 
@@ -21,7 +24,12 @@ export interface CommandEntry {
 /** Flags of every service-facing command. */
 export const SERVICE_FLAGS = {
   sandbox: { type: 'boolean', help: 'start the built-in emulator and use it (no key or URL needed)' },
-  'base-url': { type: 'string', value: 'URL', help: 'the service root (or KITCHEN_API_BASE_URL)' },
+  'base-url': {
+    type: 'string',
+    sets: 'service.baseUrl',
+    value: 'URL',
+    help: 'the service root (or KITCHEN_API_BASE_URL)',
+  },
   'api-key-file': {
     type: 'string',
     value: 'FILE',
@@ -35,65 +43,107 @@ const { sandbox, ...KEY_AND_URL } = SERVICE_FLAGS;
 export const RUN_FLAGS = {
   out: {
     type: 'string',
+    sets: 'out',
     value: 'DIR',
     help: 'output folder',
     shown: "output/<manifest name>, or output/<manifest file name> when that holds another manifest's run",
   },
-  concurrency: { type: 'string', value: 'N', help: 'jobs in flight', shown: '8' },
-  'retry-failed': { type: 'boolean', help: 'resubmit items whose job failed in an earlier run' },
+  concurrency: {
+    type: 'string',
+    sets: 'limits.concurrency',
+    value: 'N',
+    help: 'jobs in flight',
+    shown: `${CONCURRENCY.default}`,
+  },
+  'retry-failed': {
+    type: 'boolean',
+    sets: 'resume.retryFailed',
+    help: 'resubmit items whose job failed in an earlier run',
+  },
   'retry-ambiguous': {
     type: 'boolean',
+    sets: 'resume.retryAmbiguous',
     help: 'resend submissions whose outcome is unknown (possible duplicate charge)',
   },
   'job-timeout': {
     type: 'string',
+    sets: 'limits.jobTimeoutMs',
     value: 'SECONDS',
     help: 'a job not ended by then is incomplete/job_timeout',
-    shown: '1800',
+    shown: `${JOB_TIMEOUT_MS / 1000}`,
   },
   'max-submissions': {
     type: 'string',
+    sets: 'limits.maxSubmissions',
     value: 'N',
     help: 'submit at most N new jobs in this run (cost guard)',
     shown: 'unlimited',
   },
   'max-duration': {
     type: 'string',
+    sets: 'limits.maxDurationMs',
     value: 'DURATION',
     help: 'a window (45m, 6h, 1h30m): no new submissions after it, jobs in flight get a grace period (a quarter of it, at most 5 min), the rest is incomplete/max_duration; exit 1, a rerun continues',
     shown: 'unlimited',
   },
   'max-rate': {
     type: 'string',
+    sets: 'limits.maxRate',
     value: 'R',
     help: 'at most R service requests per second (to split one key between jobs)',
     shown: 'none',
   },
-  shard: { type: 'string', value: 'K/N', help: 'run only part K of N (1-based) of the items', shown: 'all' },
+  shard: {
+    type: 'string',
+    sets: 'limits.shard',
+    value: 'K/N',
+    help: 'run only part K of N (1-based) of the items',
+    shown: 'all',
+  },
   'keep-metadata': {
     type: 'boolean',
+    sets: 'preflight.keepMetadata',
     help: 'send images as they are: EXIF/GPS, orientation tag and colour profile kept (default: upright 8-bit sRGB, no metadata)',
   },
-  'strip-metadata': { type: 'boolean', help: '(the default now; accepted for old scripts)', shown: 'on' },
-  'max-side': { type: 'string', value: 'PX', help: 'longest side of an uploaded image', shown: '4096' },
-  verify: { type: 'boolean', help: 'hash every finished result on resume (default: size and mtime)' },
+  'strip-metadata': {
+    type: 'boolean',
+    sets: 'preflight.stripMetadata',
+    help: '(the default now; accepted for old scripts)',
+    shown: 'on',
+  },
+  'max-side': {
+    type: 'string',
+    sets: 'preflight.maxSide',
+    value: 'PX',
+    help: 'longest side of an uploaded image',
+    shown: `${MAX_SIDE.default}`,
+  },
+  verify: {
+    type: 'boolean',
+    sets: 'resume.verify',
+    help: 'hash every finished result on resume (default: size and mtime)',
+  },
   'manifest-renamed': {
     type: 'boolean',
+    sets: 'resume.manifestRenamed',
     help: "continue the output folder's run with this manifest although its last run was of another manifest file (renamed, moved or converted)",
   },
   'no-review': {
     type: 'boolean',
+    sets: 'review.enabled',
     help: 'skip the review of each result against its source (on by default; flags results worth a look)',
   },
   review: { type: 'boolean', help: '(the default; accepted for old scripts)', shown: 'on' },
   'review-threshold': {
     type: 'string',
+    sets: 'review.threshold',
     value: 'X',
     help: 'a review signal under X (0..1) flags the result',
-    shown: '0.5',
+    shown: `${DEFAULT_THRESHOLD}`,
   },
   'log-level': {
     type: 'string',
+    sets: 'output.logLevel',
     value: 'LEVEL',
     help: 'run.log level: fatal|error|warn|info|debug|trace|silent',
     shown: 'info',
@@ -110,6 +160,16 @@ export const RUN_FLAGS = {
   },
   ...SERVICE_FLAGS,
 } as const satisfies FlagTable;
+
+/** Run option paths and the flag that sets each (the `sets` of `run`'s flags). */
+const FLAG_OF_OPTION = new Map<string, string>(
+  Object.entries(RUN_FLAGS).flatMap(([name, spec]) =>
+    'sets' in spec ? [[spec.sets, `--${name}`] as const] : [],
+  ),
+);
+
+/** Names a run option by the flag that sets it (or by its path when no flag does). */
+export const flagLabel: OptionLabel = (optionPath) => FLAG_OF_OPTION.get(optionPath) ?? optionPath;
 
 /** Flags of `report`. */
 export const REPORT_FLAGS = {
@@ -181,13 +241,13 @@ export const WORKER_FLAGS = {
     type: 'string',
     value: 'SECONDS',
     help: 'a silent worker keeps its items this long before others take them',
-    shown: '30',
+    shown: `${WORKER_STALL_MS / 1000}`,
   },
   grace: {
     type: 'string',
     value: 'SECONDS',
     help: 'after SIGTERM, time for requests in flight before items are handed back',
-    shown: '10',
+    shown: `${WORKER_GRACE_MS / 1000}`,
   },
   'job-timeout': { ...RUN_FLAGS['job-timeout'], help: 'a job not ended by then is retried later' },
   'keep-metadata': { type: 'boolean', help: 'send images as they are (see run)' },

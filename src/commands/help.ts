@@ -4,7 +4,7 @@
  * and "did you mean" for a mistyped command or option (docs/contract.md#commands).
  */
 import { suggestStyles } from '../manifest/style-check.js';
-import { type FlagTable, flagHelp, flagLabel } from '../util/flags.js';
+import { type FlagTable, flagHelp, flagTerm } from '../util/flags.js';
 import { COMMANDS, isCommand } from './command-table.js';
 
 /** The commands, in the order the overview lists them. */
@@ -53,7 +53,7 @@ export function commandHelp(command: string): string | null {
 
 /** A command's options as its help page lists them: flag and placeholder, then the help wrapped. */
 export function optionLines(flags: FlagTable): string {
-  const rows = Object.entries(flags).map(([name, spec]) => [flagLabel(name, spec), flagHelp(spec)] as const);
+  const rows = Object.entries(flags).map(([name, spec]) => [flagTerm(name, spec), flagHelp(spec)] as const);
   const width = Math.max(0, ...rows.map(([label]) => label.length));
   return rows.map(([label, text]) => wrap(text, 4 + width, `  ${label.padEnd(width)}  `)).join('\n');
 }
@@ -67,7 +67,7 @@ export function optionTable(command: string): string {
   // `|` would end the cell and `<name>` would be read as an HTML tag.
   const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('<', '\\<');
   const rows = Object.entries(COMMANDS[command].flags).map(([name, spec]) => {
-    const label = flagLabel(name, spec)
+    const label = flagTerm(name, spec)
       .split(', ')
       .map((part) => `\`${part}\``)
       .join(', ');

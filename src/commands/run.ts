@@ -1,9 +1,10 @@
-import { flagLabel, runFlagOptions } from '../config.js';
+import { runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
+import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
 import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { normaliseBaseUrl } from '../api/client.js';
 import { UsageError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
+import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import { runKeys, serviceKeys } from './option-keys.js';
 import type {
@@ -184,7 +185,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     },
     review: {
       enabled: flag(label('review.enabled'), input.review?.enabled, true),
-      threshold: fraction(label('review.threshold'), input.review?.threshold, 0.5),
+      threshold: fraction(label('review.threshold'), input.review?.threshold, DEFAULT_THRESHOLD),
     },
     onEvent: input.onEvent ?? (() => {}),
     logger: input.logger ?? null,

@@ -16,6 +16,8 @@ export type FlagSpec =
       /** The default as a person reads it (`8`, `info`); shown as `(default …)` and in the README. */
       readonly shown?: string;
       readonly short?: string;
+      /** The run option it sets, by path (`limits.concurrency`): messages about it name the flag. */
+      readonly sets?: string;
     }
   | {
       readonly type: 'boolean';
@@ -23,6 +25,7 @@ export type FlagSpec =
       /** What the switch's absence means, when not simply "off" (`on` for a switch kept for old scripts). */
       readonly shown?: string;
       readonly short?: string;
+      readonly sets?: string;
     };
 
 /** A command's flags by name (without the leading `--`). */
@@ -46,7 +49,7 @@ export type FlagProblem =
   | { kind: 'takes-no-value'; typed: string };
 
 /** `--out DIR`, `-v, --verbose`: a flag as help pages and the README name it. */
-export function flagLabel(name: string, spec: FlagSpec): string {
+export function flagTerm(name: string, spec: FlagSpec): string {
   const long = `${spec.short ? `-${spec.short}, ` : ''}--${name}`;
   return spec.type === 'string' ? `${long} ${spec.value}` : long;
 }

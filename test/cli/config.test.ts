@@ -1,6 +1,7 @@
 import { chmod, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { flagLabel, runFlagOptions, serviceConfig } from '../../src/config.js';
+import { flagLabel } from '../../src/commands/command-table.js';
+import { runFlagOptions, serviceConfig } from '../../src/config.js';
 import { UsageError } from '../../src/errors.js';
 import { resolvePlanOptions } from '../../src/pipeline/options.js';
 import { intFlag, secondsFlag } from '../../src/util/validate.js';

@@ -10,7 +10,7 @@ import { COMMANDS, type CommandName } from '../../src/commands/command-table.js'
 import { COMMAND_NAMES, commandHelp, withOptionTables } from '../../src/commands/help.js';
 import { parseFlags } from '../../src/commands/parse.js';
 import { UsageError } from '../../src/errors.js';
-import { flagLabel } from '../../src/util/flags.js';
+import { flagTerm } from '../../src/util/flags.js';
 import { killAllClis, REPO_ROOT, runCli } from '../helpers/cli.js';
 
 afterEach(killAllClis);
@@ -30,7 +30,7 @@ describe('help', () => {
       expect(
         listed.map((line) => line.trim().split(/ {2,}/)[0]),
         command,
-      ).toEqual(Object.entries(flags).map(([name, spec]) => flagLabel(name, spec)));
+      ).toEqual(Object.entries(flags).map(([name, spec]) => flagTerm(name, spec)));
       // The parse takes every declared flag (with a value where it has a placeholder) and no other.
       for (const [name, spec] of Object.entries(flags)) {
         const args = spec.type === 'string' ? [`--${name}`, 'x'] : [`--${name}`];
