@@ -1,8 +1,9 @@
 /**
  * The command line's side of the configuration: the key and the service from flags and environment,
- * and `run`'s flags mapped onto run options. Flags are parsed here (a value that is not even a
- * number is refused naming the flag); ranges and defaults are checked once, by
- * `pipeline/options.ts`, whose messages name the flag through {@link flagLabel}.
+ * and `run`'s flags (declared in `commands/command-table.ts`) mapped onto run options. Flag strings
+ * are read into numbers here by `util/validate.ts` (a value that is not even a number is refused
+ * naming the flag); ranges and defaults are checked once, by `pipeline/options.ts`, whose messages
+ * name the flag through `flagLabel` (command-table.ts).
  */
 import { readFileSync, statSync } from 'node:fs';
 import type { RUN_FLAGS } from './commands/command-table.js';

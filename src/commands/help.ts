@@ -1,7 +1,8 @@
 /**
  * What `kitchen-batch help [command]`, `<command> --help` and the CLI's errors print: one page per
  * command (usage, what it does, its options with their value placeholders, examples), the overview,
- * and "did you mean" for a mistyped command or option (docs/contract.md#commands).
+ * and "did you mean" for a mistyped command (docs/contract.md#commands); and the README's option
+ * tables. All of it is rendered from the declarations in `command-table.ts`.
  */
 import { suggestStyles } from '../manifest/style-check.js';
 import { type FlagTable, flagHelp, flagTerm } from '../util/flags.js';

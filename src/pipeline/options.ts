@@ -1,8 +1,9 @@
 /**
- * The options of a run (their shapes in option-types.ts), with their defaults and checks in one place. `resolveRunOptions`
- * is the boundary: it fills every default and refuses a bad value with one message form
- * (`<option>: expected …, got …`); everything downstream reads the resolved values and applies no
- * default of its own. CLI flag names live in `src/config.ts`, which maps flags onto these options.
+ * The options of a run (their shapes in option-types.ts, their keys in option-keys.ts), with their
+ * defaults and checks in one place. `resolveRunOptions` is the boundary: it fills every default and
+ * refuses a bad value with one message form (`<option>: expected …, got …`); everything downstream
+ * reads the resolved values and applies no default of its own. The CLI's flags are declared in
+ * `commands/command-table.ts` and mapped onto these options by `src/config.ts`.
  */
 import path from 'node:path';
 import { normaliseBaseUrl } from '../api/client.js';
