@@ -11,14 +11,7 @@ import { UsageError } from './errors.js';
 import type { PlanOptions } from './pipeline/options.js';
 import { parseShard } from './pipeline/shard.js';
 import type { FlagValues } from './util/flags.js';
-import {
-  durationFlag,
-  fractionFlag,
-  intFlag,
-  OptionError,
-  positiveFlag,
-  secondsFlag,
-} from './util/validate.js';
+import { durationFlag, fractionFlag, intFlag, OptionError, rateFlag, secondsFlag } from './util/validate.js';
 
 /** Where the key and the service come from, after flags and environment are read. */
 export interface ServiceConfig {
@@ -88,7 +81,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       jobTimeoutMs: secondsFlag('job-timeout', values['job-timeout']),
       shard: values.shard === undefined ? undefined : parseShard(values.shard),
       maxDurationMs: durationFlag('max-duration', values['max-duration']),
-      maxRate: positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second'),
+      maxRate: rateFlag('max-rate', values['max-rate']),
     }),
     preflight: defined({
       maxSide: intFlag('max-side', values['max-side']),

@@ -8,7 +8,7 @@ import { CONCURRENCY, MAX_SIDE } from '../limits.js';
 import {
   fractionFlag,
   intFlag,
-  positiveFlag,
+  rateFlag,
   secondsAtLeast,
   secondsFlag,
   wholeNumber,
@@ -33,7 +33,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const url = redisUrl(values.redis, deps.env);
   // The same checks and messages as `run`'s flags, with the same bounds (src/limits.ts).
   const concurrency = wholeNumber('--concurrency', intFlag('concurrency', values.concurrency), CONCURRENCY);
-  const maxRate = positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second');
+  const maxRate = rateFlag('max-rate', values['max-rate']);
   const stall = secondsAtLeast('stall-timeout', values['stall-timeout'], 1);
   const grace = secondsAtLeast('grace', values.grace, 0);
   const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);

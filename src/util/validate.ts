@@ -126,6 +126,11 @@ export function positiveFlag(name: string, raw: string | undefined, what: string
   return numberFlag(`--${name}`, raw, what, (n) => n > 0);
 }
 
+/** A request rate (`--max-rate`, of `run` and `worker`): a positive number, or undefined when absent. */
+export function rateFlag(name: string, raw: string | undefined): number | undefined {
+  return positiveFlag(name, raw, 'a positive number of requests per second');
+}
+
 /** A number from 0 to 1 (`--review-threshold`), or undefined when absent. */
 export function fractionFlag(name: string, raw: string | undefined): number | undefined {
   return numberFlag(`--${name}`, raw, 'a number from 0 to 1', (n) => n >= 0 && n <= 1);
