@@ -5,9 +5,11 @@
 import { serviceConfig } from '../config.js';
 import { EXIT, UsageError } from '../errors.js';
 import { CONCURRENCY, MAX_SIDE } from '../limits.js';
+import { LOG_LEVELS } from '../pipeline/options.js';
 import {
   fractionFlag,
   intFlag,
+  oneOf,
   rateFlag,
   secondsAtLeast,
   secondsFlag,
@@ -39,6 +41,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
   const maxSide = wholeNumber('--max-side', intFlag('max-side', values['max-side']), MAX_SIDE);
   const threshold = fractionFlag('review-threshold', values['review-threshold']);
+  const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {
@@ -69,7 +72,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
       ...(maxSide !== undefined ? { maxSide } : {}),
     },
     review: { enabled: !values['no-review'], ...(threshold !== undefined ? { threshold } : {}) },
-    ...(values['log-level'] ? { logLevel: values['log-level'] } : {}),
+    logLevel,
     ...(values.name ? { name: values.name } : {}),
     signals: {
       ...(deps.signal ? { stop: deps.signal } : {}),

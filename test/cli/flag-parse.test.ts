@@ -10,6 +10,7 @@ import { runFlagOptions } from '../../src/config.js';
 import { UsageError } from '../../src/errors.js';
 import { resolvePlanOptions } from '../../src/pipeline/options.js';
 import { fractionFlag } from '../../src/util/validate.js';
+import { cli } from '../worker/world.js';
 
 /** The message `parseFlags` refuses `args` of `command` with. */
 function refusal(command: Parameters<typeof parseFlags>[0], args: string[]): string {
@@ -62,5 +63,15 @@ describe('flags read against their declaration', () => {
       expect(() => fractionFlag('review-threshold', raw), raw).toThrow(message);
     }
     expect(fractionFlag('review-threshold', '0.35')).toBe(0.35);
+  });
+
+  it('the worker refuses a --log-level as run does, before anything is opened', async () => {
+    const env = { KITCHEN_API_KEY: 'unused-key', KITCHEN_API_BASE_URL: 'http://127.0.0.1:9' };
+    const run = await cli(['run', 'manifests/sample.csv', '--sandbox', '--log-level', 'loud'], {});
+    const worker = await cli(['worker', '--redis', 'redis://127.0.0.1:1', '--log-level', 'loud'], env);
+    expect(run.code).toBe(2);
+    expect(worker.code).toBe(2);
+    expect(run.stderr).toMatch(/^kitchen-batch: --log-level: expected one of fatal, error/);
+    expect(worker.stderr).toBe(run.stderr);
   });
 });
