@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { CommandDeps } from './commands/common.js';
-import { commandHelp, commandSuggestion, globalHelp, parseErrorMessage } from './commands/help.js';
+import { commandHelp, commandSuggestion, globalHelp } from './commands/help.js';
 import { planCommand } from './commands/plan.js';
 import { reportCommand } from './commands/report.js';
 import { reviewCommand } from './commands/review.js';
@@ -75,33 +75,25 @@ export async function main(argv: string[], deps: CommandDeps): Promise<number> {
   try {
     return await handler(rest, deps);
   } catch (error) {
-    const parseError = isParseArgsError(error);
-    const code = parseError ? EXIT.usage : exitCodeFor(error);
+    const code = exitCodeFor(error);
     let message: string;
     if (error instanceof InterruptedError) {
       message = 'interrupted; state is saved, rerun the same command to resume';
     } else if (error instanceof KitchenError) {
       message = error.message;
-    } else if (parseError) {
-      message = parseErrorMessage(command, error as Error & { code?: string });
     } else {
       message = `unexpected error: ${(error as Error)?.stack ?? String(error)}`;
     }
     deps.stderr.write(`kitchen-batch: ${message}\n`);
     // Scripts that asked for JSON get JSON on stdout whatever happened.
     if (rest.includes('--json')) {
-      const errorCode = error instanceof KitchenError ? error.code : parseError ? 'usage' : 'internal';
+      const errorCode = error instanceof KitchenError ? error.code : 'internal';
       deps.stdout.write(
         `${JSON.stringify({ exit_code: code, error: { code: errorCode, message: message.split('\n')[0] } })}\n`,
       );
     }
     return code;
   }
-}
-
-function isParseArgsError(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS');
 }
 
 function version(): string {

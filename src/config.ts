@@ -1,14 +1,17 @@
 /**
  * The command line's side of the configuration: the key and the service from flags and environment,
- * and `run`'s flags mapped onto run options. Flags are parsed here (a value that is not even a
- * number is refused naming the flag); ranges and defaults are checked once, by
- * `pipeline/options.ts`, whose messages name the flag through {@link flagLabel}.
+ * and `run`'s flags (declared in `commands/command-table.ts`) mapped onto run options. Flag strings
+ * are read into numbers here by `util/validate.ts` (a value that is not even a number is refused
+ * naming the flag); ranges and defaults are checked once, by `pipeline/options.ts`, whose messages
+ * name the flag through `flagLabel` (command-table.ts).
  */
 import { readFileSync, statSync } from 'node:fs';
+import type { RUN_FLAGS } from './commands/command-table.js';
 import { UsageError } from './errors.js';
-import type { OptionLabel, PlanOptions } from './pipeline/options.js';
+import type { PlanOptions } from './pipeline/options.js';
 import { parseShard } from './pipeline/shard.js';
-import { OptionError } from './util/validate.js';
+import type { FlagValues } from './util/flags.js';
+import { durationFlag, fractionFlag, intFlag, OptionError, rateFlag, secondsFlag } from './util/validate.js';
 
 /** Where the key and the service come from, after flags and environment are read. */
 export interface ServiceConfig {
@@ -59,107 +62,8 @@ export function serviceConfig(
   return { baseUrl, apiKey, warnings };
 }
 
-/** Option paths of the run options and the flag that sets each, so messages name the flag. */
-const FLAG_OF_OPTION: Readonly<Record<string, string>> = {
-  out: '--out',
-  'limits.concurrency': '--concurrency',
-  'limits.maxSubmissions': '--max-submissions',
-  'limits.jobTimeoutMs': '--job-timeout',
-  'limits.shard': '--shard',
-  'limits.maxDurationMs': '--max-duration',
-  'limits.maxRate': '--max-rate',
-  'review.enabled': '--no-review',
-  'review.threshold': '--review-threshold',
-  'preflight.maxSide': '--max-side',
-  'preflight.stripMetadata': '--strip-metadata',
-  'preflight.keepMetadata': '--keep-metadata',
-  'resume.retryFailed': '--retry-failed',
-  'resume.retryAmbiguous': '--retry-ambiguous',
-  'resume.verify': '--verify',
-  'resume.manifestRenamed': '--manifest-renamed',
-  'output.logLevel': '--log-level',
-  'service.baseUrl': '--base-url',
-};
-
-/** Names an option by the flag that sets it (or by its path when no flag does). */
-export const flagLabel: OptionLabel = (optionPath) => FLAG_OF_OPTION[optionPath] ?? optionPath;
-
-/** A whole number flag (any sign: the range is the option's to check), or undefined when absent. */
-export function intFlag(name: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (!/^\s*-?\d+\s*$/.test(raw) || !Number.isSafeInteger(value)) {
-    throw new OptionError(`--${name}`, 'a whole number', raw);
-  }
-  return value;
-}
-
-/** A positive number of seconds, as milliseconds. */
-/**
- * A duration such as `45m`, `6h`, `1h30m`, `90s` or `90` (seconds), in ms; `--max-duration`.
- */
-export function durationFlag(name: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-  const text = raw.trim().toLowerCase();
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)?/g)];
-  const total = parts.reduce((ms, [, n, u]) => ms + Number(n) * unit[u ?? 's']!, 0);
-  if (text === '' || parts.map((p) => p[0]).join('') !== text || !(total > 0)) {
-    throw new OptionError(`--${name}`, 'a duration such as 45m, 6h, 1h30m or 90s', raw);
-  }
-  return Math.round(total);
-}
-
-/** A positive number (`--max-rate`), or undefined when absent. */
-export function positiveFlag(name: string, raw: string | undefined, what: string): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(value) || value <= 0) {
-    throw new OptionError(`--${name}`, what, raw);
-  }
-  return value;
-}
-
-/** A number of seconds of at least `min`, as milliseconds (the worker's `--stall-timeout`, `--grace`). */
-export function secondsAtLeast(name: string, raw: string | undefined, min: number): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(value) || value < min) {
-    throw new OptionError(`--${name}`, `a number of seconds of at least ${min}`, raw);
-  }
-  return Math.round(value * 1000);
-}
-
-export function secondsFlag(name: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(value) || value <= 0) {
-    throw new OptionError(`--${name}`, 'a positive number of seconds', raw);
-  }
-  return Math.round(value * 1000);
-}
-
-/** The flags of `run` and `plan` as `parseArgs` gives them. */
-export interface RunFlagValues {
-  out?: string | undefined;
-  concurrency?: string | undefined;
-  'retry-failed'?: boolean | undefined;
-  'retry-ambiguous'?: boolean | undefined;
-  'job-timeout'?: string | undefined;
-  'max-duration'?: string | undefined;
-  review?: boolean | undefined;
-  'no-review'?: boolean | undefined;
-  'review-threshold'?: string | undefined;
-  'max-rate'?: string | undefined;
-  'log-level'?: string | undefined;
-  shard?: string | undefined;
-  'max-submissions'?: string | undefined;
-  'strip-metadata'?: boolean | undefined;
-  'keep-metadata'?: boolean | undefined;
-  'max-side'?: string | undefined;
-  verify?: boolean | undefined;
-  'manifest-renamed'?: boolean | undefined;
-}
+/** The flags of `run` and `plan` as parsed, typed by their declaration. */
+export type RunFlagValues = FlagValues<typeof RUN_FLAGS>;
 
 /** Maps `run`'s (and `plan`'s) flags onto run options (unchecked but for the flags' syntax). */
 export function runFlagOptions(manifest: string, cwd: string, values: RunFlagValues): PlanOptions {
@@ -177,7 +81,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       jobTimeoutMs: secondsFlag('job-timeout', values['job-timeout']),
       shard: values.shard === undefined ? undefined : parseShard(values.shard),
       maxDurationMs: durationFlag('max-duration', values['max-duration']),
-      maxRate: positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second'),
+      maxRate: rateFlag('max-rate', values['max-rate']),
     }),
     preflight: defined({
       maxSide: intFlag('max-side', values['max-side']),
@@ -193,8 +97,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
     output: defined({ logLevel: values['log-level'] }),
     review: defined({
       enabled: values['no-review'] ? false : values.review ? true : undefined,
-      // Checked (0..1) with the other options, under the flag's name.
-      threshold: values['review-threshold'] === undefined ? undefined : Number(values['review-threshold']),
+      threshold: fractionFlag('review-threshold', values['review-threshold']),
     }),
   };
 }

@@ -14,3 +14,7 @@ export const JOB_TIMEOUT_MS = 1_800_000;
 export const UNREACHABLE_MS = 120_000;
 /** After a stop, how long requests in flight get before they are aborted: a run's default. */
 export const RUN_GRACE_MS = 5000;
+/** How long a silent worker keeps its items before BullMQ hands them to another (`--stall-timeout`). */
+export const WORKER_STALL_MS = 30_000;
+/** After a worker's stop, how long requests in flight get before items are handed back (`--grace`). */
+export const WORKER_GRACE_MS = 10_000;

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import type { ParseArgsConfig } from 'node:util';
 import { KitchenClient } from '../api/client.js';
 import type { Style } from '../api/wire.js';
 import { serviceConfig } from '../config.js';
@@ -18,13 +17,6 @@ export interface CommandDeps {
   /** Hard stop (second signal). */
   hardSignal?: AbortSignal;
 }
-
-/** Flags every service-facing command shares. */
-export const SERVICE_FLAGS = {
-  'base-url': { type: 'string' },
-  'api-key-file': { type: 'string' },
-  sandbox: { type: 'boolean' },
-} as const satisfies NonNullable<ParseArgsConfig['options']>;
 
 /** A service to talk to: the configured one, or the built-in sandbox started for this command. */
 export interface ServiceTarget {

@@ -5,7 +5,6 @@
  * enqueueing again, or the same catalogue with new rows, adds only what is new.
  */
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
@@ -28,6 +27,7 @@ import {
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
 import { STATES_KEY, type StoredState, stateOfJob } from '../worker/store.js';
 import type { CommandDeps } from './common.js';
+import { parseFlags } from './parse.js';
 
 /** Items planned and looked up in Redis together. */
 const BATCH = 500;
@@ -55,21 +55,9 @@ export interface EnqueueOptions {
   retryFailed?: boolean;
 }
 
-/** Flags of `enqueue`. */
-export const ENQUEUE_FLAGS = {
-  redis: { type: 'string' },
-  out: { type: 'string' },
-  'retry-failed': { type: 'boolean' },
-  json: { type: 'boolean' },
-} as const;
-
+/** `kitchen-batch enqueue`: exit 0, 1 when rows were rejected, 2 for usage, 3 for Redis. */
 export async function enqueueCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: ENQUEUE_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('enqueue', args);
   if (positionals.length !== 1) {
     throw new UsageError(
       'usage: kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--retry-failed] [--json]',

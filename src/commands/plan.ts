@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { flagLabel } from '../config.js';
 import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, openManifest } from '../manifest/index.js';
 import { resolvePlanOptions } from '../pipeline/options.js';
@@ -12,6 +11,7 @@ import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
 import { Spool } from '../util/spool.js';
+import { flagLabel } from './command-table.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
 import { parseRunArgs } from './run.js';
 

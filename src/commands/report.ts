@@ -1,6 +1,5 @@
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
 import { WORKER_HINTS } from '../report/html/hints.js';
@@ -14,15 +13,7 @@ import type { Report, ReportItem } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
 import { isoWithOffset } from '../util/time.js';
 import type { CommandDeps } from './common.js';
-
-/** Flags of `report`. */
-export const REPORT_FLAGS = {
-  json: { type: 'boolean' },
-  'no-html': { type: 'boolean' },
-  merge: { type: 'boolean' },
-  out: { type: 'string' },
-  redis: { type: 'string' },
-} as const;
+import { parseFlags } from './parse.js';
 
 /**
  * `kitchen-batch report <out-dir>`: rebuilds report.json, report.csv and report.html from the
@@ -30,12 +21,7 @@ export const REPORT_FLAGS = {
  * several shards into one report. Exit 0 when every item succeeded, else 1.
  */
 export async function reportCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: REPORT_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('report', args);
   if (values.merge) return mergeCommand(positionals, values, deps);
   if (values.redis !== undefined) {
     if (positionals.length > 0) throw new UsageError('usage: kitchen-batch report --redis URL [--out DIR]');

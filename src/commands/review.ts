@@ -1,21 +1,13 @@
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { LOG_LEVELS } from '../pipeline/options.js';
 import { DEFAULT_THRESHOLD, Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
 import { openRunFolder } from '../state/run-folder.js';
-import { oneOf } from '../util/validate.js';
+import { fractionFlag, OptionError, oneOf } from '../util/validate.js';
 import type { CommandDeps } from './common.js';
+import { parseFlags } from './parse.js';
 import { rebuildReports, runFolder } from './report.js';
-
-/** Flags of `review`. */
-export const REVIEW_FLAGS = {
-  'review-threshold': { type: 'string' },
-  json: { type: 'boolean' },
-  'no-html': { type: 'boolean' },
-  'log-level': { type: 'string' },
-} as const;
 
 /**
  * `kitchen-batch review <out-dir>` (docs/contract.md#review): reviews every downloaded result of a
@@ -25,12 +17,7 @@ export const REVIEW_FLAGS = {
  * far stay, and the reports are rebuilt from them.
  */
 export async function reviewCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: REVIEW_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('review', args);
   const dir = positionals[0];
   if (!dir || positionals.length > 1) {
     throw new UsageError('usage: kitchen-batch review <out-dir> [--review-threshold X] [--json]');
@@ -83,12 +70,17 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
   }
 }
 
-/** `--review-threshold X` (of `review` and `worker`): a number from 0 to 1, or undefined when not given. */
-export function reviewThreshold(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 1) {
-    throw new UsageError(`--review-threshold must be a number from 0 to 1, got "${text}"`);
+/**
+ * `review`'s `--review-threshold X`, checked as `run` checks it (a number from 0 to 1), or undefined
+ * when not given. Its refusal keeps the words `review` has always used (`--review-threshold must be
+ * a number from 0 to 1, got "…"`, test/review/command.test.ts), where `run` and `worker` say
+ * `--review-threshold: expected a number from 0 to 1, got "…"`.
+ */
+function reviewThreshold(raw: string | undefined): number | undefined {
+  try {
+    return fractionFlag('review-threshold', raw);
+  } catch (error) {
+    if (!(error instanceof OptionError)) throw error;
+    throw new UsageError(`${error.option} must be ${error.expected}, got ${JSON.stringify(raw)}`);
   }
-  return value;
 }

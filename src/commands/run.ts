@@ -1,38 +1,13 @@
-import { parseArgs } from 'node:util';
-import { flagLabel, runFlagOptions } from '../config.js';
+import { runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
-import { type CommandDeps, SERVICE_FLAGS, serviceTarget } from './common.js';
+import { flagLabel } from './command-table.js';
+import { type CommandDeps, serviceTarget } from './common.js';
+import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';
-
-/** Flags of `run`. */
-export const RUN_FLAGS = {
-  ...SERVICE_FLAGS,
-  out: { type: 'string' },
-  concurrency: { type: 'string' },
-  'retry-failed': { type: 'boolean' },
-  'retry-ambiguous': { type: 'boolean' },
-  'job-timeout': { type: 'string' },
-  'log-level': { type: 'string' },
-  'no-progress': { type: 'boolean' },
-  json: { type: 'boolean' },
-  shard: { type: 'string' },
-  'max-submissions': { type: 'string' },
-  'max-duration': { type: 'string' },
-  'max-rate': { type: 'string' },
-  'strip-metadata': { type: 'boolean' },
-  'keep-metadata': { type: 'boolean' },
-  'max-side': { type: 'string' },
-  verify: { type: 'boolean' },
-  'manifest-renamed': { type: 'boolean' },
-  verbose: { type: 'boolean', short: 'v' },
-  review: { type: 'boolean' },
-  'no-review': { type: 'boolean' },
-  'review-threshold': { type: 'string' },
-} as const;
 
 /**
  * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
@@ -40,12 +15,7 @@ export const RUN_FLAGS = {
  * network is touched, so a `run` command line turned into `plan` fails the same way.
  */
 export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: CommandDeps) {
-  const { values, positionals } = parseArgs({
-    args,
-    options: RUN_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags(command, args);
   const manifest = positionals[0];
   if (!manifest || positionals.length > 1) {
     throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);

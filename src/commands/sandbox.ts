@@ -1,20 +1,17 @@
 import { once } from 'node:events';
-import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { SANDBOX_FLAG_HELP, SANDBOX_FLAGS, sandboxOptionsFromFlags, startSandbox } from '../sandbox/index.js';
+import { sandboxOptionsFromFlags, startSandbox } from '../sandbox/index.js';
+import { COMMANDS } from './command-table.js';
 import type { CommandDeps } from './common.js';
+import { optionLines } from './help.js';
+import { parseFlags } from './parse.js';
 
 /** `kitchen-batch sandbox`: the built-in emulator in the foreground until SIGINT/SIGTERM. */
 export async function sandboxCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: SANDBOX_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('sandbox', args);
   if (positionals.length > 0)
-    throw new UsageError(`usage: kitchen-batch sandbox [options]\n${sandboxHelp()}`);
-  const options = sandboxOptionsFromFlags(values as Record<string, string | boolean | undefined>, deps.env);
+    throw new UsageError(`usage: kitchen-batch sandbox [options]\n${optionLines(COMMANDS.sandbox.flags)}`);
+  const options = sandboxOptionsFromFlags(values, deps.env);
   const apiKey = deps.env.KITCHEN_API_KEY?.trim();
   const sandbox = await startSandbox(options);
   deps.stdout.write(`${sandbox.url}\n`);
@@ -24,11 +21,4 @@ export async function sandboxCommand(args: string[], deps: CommandDeps): Promise
   if (deps.signal && !deps.signal.aborted) await once(deps.signal, 'abort');
   await sandbox.close();
   return 0;
-}
-
-/** Help lines of the sandbox flags. */
-export function sandboxHelp(): string {
-  return Object.entries(SANDBOX_FLAG_HELP)
-    .map(([flag, help]) => `  --${flag.padEnd(20)} ${help}`)
-    .join('\n');
 }

@@ -2,7 +2,6 @@
  * `kitchen-batch status --redis URL` (docs/contract.md#worker-mode): the worker run's items by queue
  * state and by outcome, the shared rate, and the workers connected, by name.
  */
-import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
 import { UsageError } from '../errors.js';
 import type { ItemStatus } from '../types.js';
@@ -11,20 +10,14 @@ import { readSharedRate } from '../worker/rate.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
 import { reportRows } from '../worker/report.js';
 import type { CommandDeps } from './common.js';
+import { parseFlags } from './parse.js';
 
 /** The states `status` counts, in BullMQ's words. */
 const STATES = ['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'] as const;
 
-/** Flags of `status`. */
-export const STATUS_FLAGS = { redis: { type: 'string' }, json: { type: 'boolean' } } as const;
-
+/** `kitchen-batch status --redis URL [--json]`: exit 0 whatever the run's state; 2 for usage, 3 for Redis. */
 export async function statusCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: STATUS_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('status', args);
   if (positionals.length > 0) throw new UsageError('usage: kitchen-batch status --redis URL [--json]');
   const url = redisUrl(values.redis, deps.env);
   return withRedis(url, async (connection) => {

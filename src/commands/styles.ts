@@ -1,18 +1,10 @@
-import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { type CommandDeps, fetchStyles, SERVICE_FLAGS, serviceTarget } from './common.js';
-
-/** Flags of `styles`. */
-export const STYLES_FLAGS = { ...SERVICE_FLAGS, json: { type: 'boolean' } } as const;
+import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
+import { parseFlags } from './parse.js';
 
 /** `kitchen-batch styles`: prints the valid style keys from `GET /v1/styles`. */
 export async function stylesCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: STYLES_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('styles', args);
   if (positionals.length > 0) throw new UsageError('usage: kitchen-batch styles [--json]');
   const service = (await serviceTarget(values, deps, true))!;
   const styles = await fetchStyles(service);

@@ -2,38 +2,26 @@
  * `kitchen-batch worker --redis URL [--concurrency N] [--until-drained]` (docs/contract.md#worker-mode):
  * works on the items `enqueue` queued, beside any number of other workers.
  */
-import { parseArgs } from 'node:util';
-import { intFlag, positiveFlag, secondsAtLeast, secondsFlag, serviceConfig } from '../config.js';
+import { serviceConfig } from '../config.js';
 import { EXIT, UsageError } from '../errors.js';
 import { CONCURRENCY, MAX_SIDE } from '../limits.js';
-import { wholeNumber } from '../util/validate.js';
+import { LOG_LEVELS } from '../pipeline/options.js';
+import {
+  fractionFlag,
+  intFlag,
+  oneOf,
+  rateFlag,
+  secondsAtLeast,
+  secondsFlag,
+  wholeNumber,
+} from '../util/validate.js';
 import { redisUrl } from '../worker/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
 import type { CommandDeps } from './common.js';
-import { reviewThreshold } from './review.js';
+import { parseFlags } from './parse.js';
 
 const USAGE =
   'usage: kitchen-batch worker --redis URL [--concurrency N] [--until-drained] [--max-rate R] [--stall-timeout S] [--grace S] [--json]';
-
-/** Flags of `worker`. */
-export const WORKER_FLAGS = {
-  redis: { type: 'string' },
-  concurrency: { type: 'string' },
-  'until-drained': { type: 'boolean' },
-  'max-rate': { type: 'string' },
-  'stall-timeout': { type: 'string' },
-  grace: { type: 'string' },
-  'job-timeout': { type: 'string' },
-  'keep-metadata': { type: 'boolean' },
-  'max-side': { type: 'string' },
-  'no-review': { type: 'boolean' },
-  'review-threshold': { type: 'string' },
-  'log-level': { type: 'string' },
-  name: { type: 'string' },
-  json: { type: 'boolean' },
-  'base-url': { type: 'string' },
-  'api-key-file': { type: 'string' },
-} as const;
 
 /**
  * Exit 0 when the worker did its job (with `--until-drained`: the queue is drained), whatever the
@@ -42,22 +30,18 @@ export const WORKER_FLAGS = {
  * handed back), 2 for usage, 3 as for `run` (key refused, service unreachable, Redis unreachable).
  */
 export async function workerCommand(args: string[], deps: CommandDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: WORKER_FLAGS,
-    allowPositionals: true,
-    strict: true,
-  });
+  const { values, positionals } = parseFlags('worker', args);
   if (positionals.length > 0) throw new UsageError(USAGE);
   const url = redisUrl(values.redis, deps.env);
   // The same checks and messages as `run`'s flags, with the same bounds (src/limits.ts).
   const concurrency = wholeNumber('--concurrency', intFlag('concurrency', values.concurrency), CONCURRENCY);
-  const maxRate = positiveFlag('max-rate', values['max-rate'], 'a positive number of requests per second');
+  const maxRate = rateFlag('max-rate', values['max-rate']);
   const stall = secondsAtLeast('stall-timeout', values['stall-timeout'], 1);
   const grace = secondsAtLeast('grace', values.grace, 0);
   const jobTimeoutMs = secondsFlag('job-timeout', values['job-timeout']);
   const maxSide = wholeNumber('--max-side', intFlag('max-side', values['max-side']), MAX_SIDE);
-  const threshold = reviewThreshold(values['review-threshold']);
+  const threshold = fractionFlag('review-threshold', values['review-threshold']);
+  const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {
@@ -88,7 +72,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
       ...(maxSide !== undefined ? { maxSide } : {}),
     },
     review: { enabled: !values['no-review'], ...(threshold !== undefined ? { threshold } : {}) },
-    ...(values['log-level'] ? { logLevel: values['log-level'] } : {}),
+    logLevel,
     ...(values.name ? { name: values.name } : {}),
     signals: {
       ...(deps.signal ? { stop: deps.signal } : {}),

@@ -1,210 +1,32 @@
 /**
- * The options of a run, in groups, with their defaults and checks in one place. `resolveRunOptions`
- * is the boundary: it fills every default and refuses a bad value with one message form
- * (`<option>: expected …, got …`); everything downstream reads the resolved values and applies no
- * default of its own. CLI flag names live in `src/config.ts`, which maps flags onto these options.
+ * The options of a run (their shapes in option-types.ts, their keys in option-keys.ts), with their
+ * defaults and checks in one place. `resolveRunOptions` is the boundary: it fills every default and
+ * refuses a bad value with one message form (`<option>: expected …, got …`); everything downstream
+ * reads the resolved values and applies no default of its own. The CLI's flags are declared in
+ * `commands/command-table.ts` and mapped onto these options by `src/config.ts`.
  */
 import path from 'node:path';
-import type { Logger } from 'pino';
 import { normaliseBaseUrl } from '../api/client.js';
-import type { GovernorOptions } from '../api/governor.js';
-import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
-import { suggestStyles } from '../manifest/style-check.js';
+import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
-import type { RunEvent } from './events.js';
-import { checkShard, type Shard } from './shard.js';
+import { runKeys, serviceKeys } from './option-keys.js';
+import type {
+  LimitOptions,
+  OptionLabel,
+  PlanOptions,
+  PreflightRunOptions,
+  ResolvedPlanOptions,
+  ResolvedRunOptions,
+  RunOptions,
+  ServiceInput,
+} from './option-types.js';
+import { LOG_LEVELS } from './option-types.js';
+import { checkShard } from './shard.js';
 
-/** Where the service is and how to talk to it. */
-export interface ServiceOptions {
-  /** Service root; `/v1/...` is appended. */
-  baseUrl: string;
-  /** The API key: sent to `baseUrl` only, never logged or written. */
-  apiKey: string;
-  /** Client timeouts in ms (see `ClientOptions`: connect 10 s, request 30 s, upload 120 s, download 300 s). */
-  timeouts?: { connect?: number; request?: number; upload?: number; download?: number };
-  /** Retry budget and backoff of service calls. */
-  retry?: RetryOptions;
-  /** Rate governor tuning. */
-  governor?: GovernorOptions;
-  /** No answer from the service for this long while calls keep failing: the run ends with exit 3. @default 120_000 */
-  unreachableMs?: number;
-}
-
-/** The service as a caller gives it: base URL and key may come from the environment instead. */
-export type ServiceInput = Omit<ServiceOptions, 'baseUrl' | 'apiKey'> & {
-  baseUrl?: string | undefined;
-  apiKey?: string | undefined;
-};
-
-/** How images are prepared before upload. */
-export interface PreflightRunOptions {
-  /**
-   * Send images the service takes as they are, with their metadata (GPS included), orientation tag
-   * and colour profile, instead of normalised uploads (docs/contract.md#preflight). @default false
-   */
-  keepMetadata?: boolean;
-  /** @deprecated Removing metadata is the default; `true` changes nothing and contradicts `keepMetadata`. */
-  stripMetadata?: boolean;
-  /** Longest side of an uploaded image, px (64..16384). @default 4096 */
-  maxSide?: number;
-}
-
-/** How much this run does at once and in all. */
-export interface LimitOptions {
-  /** Jobs in flight (submitted, not yet ended), 1..1000. @default 8 */
-  concurrency?: number;
-  /** Submit at most this many new jobs in this run (a cost guard). @default unlimited */
-  maxSubmissions?: number;
-  /** A job not ended this long after this run started watching it is `incomplete/job_timeout`. @default 1_800_000 */
-  jobTimeoutMs?: number;
-  /** Run only part K of N of the items. @default all items */
-  shard?: Shard;
-  /**
-   * A window for the run (a nightly slot): no new submissions after this long; jobs in flight then
-   * get {@link maxDurationGraceMs} to end and be downloaded; what is left is `incomplete/max_duration`
-   * and a rerun continues. @default unlimited
-   */
-  maxDurationMs?: number;
-  /** In-flight jobs' time after `maxDurationMs`. @default a quarter of `maxDurationMs`, at most 5 min */
-  maxDurationGraceMs?: number;
-  /** Cap on service requests per second (the governor never goes above it). @default none */
-  maxRate?: number;
-}
-
-/** What a rerun does again. */
-export interface ResumeOptions {
-  /** Resubmit items whose job failed in an earlier run. @default false */
-  retryFailed?: boolean;
-  /** Resend a submission whose outcome is unknown, now and on resume (possible duplicate charge). @default false */
-  retryAmbiguous?: boolean;
-  /** Hash every finished result on resume instead of trusting size and mtime. @default false */
-  verify?: boolean;
-  /**
-   * Continue the output folder's run although its last run was of another manifest file: the
-   * manifest was renamed, moved or converted (the same catalogue). Without it such a folder is
-   * refused, `manifest_changed` (docs/contract.md#output-folder). @default false
-   */
-  manifestRenamed?: boolean;
-}
-
-/** Intervals of the run's housekeeping. */
-export interface TimingOptions {
-  /** Time in-flight requests get after a soft stop. @default 5000 */
-  graceMs?: number;
-  /** How often report.json/csv are refreshed during a run. @default 30_000 */
-  reportIntervalMs?: number;
-  /** How often a `progress` event is emitted. @default 1000 */
-  progressIntervalMs?: number;
-}
-
-/** How the caller stops a run. */
-export interface SignalOptions {
-  /** Soft stop (SIGINT): no new submissions, in-flight requests get `timing.graceMs` to finish. */
-  stop?: AbortSignal;
-  /** Hard stop: abort in-flight requests now (a second SIGINT). */
-  abort?: AbortSignal;
-}
-
-/** What the run writes besides results and the journal. */
-export interface OutputOptions {
-  /** Write report.html at the end. @default true */
-  html?: boolean;
-  /** pino level of run.log. @default 'info' */
-  logLevel?: string;
-}
-
-/** The review of results (docs/contract.md#review). */
-export interface ReviewOptions {
-  /**
-   * Review each downloaded result against its source, in a thread of its own beside the run; the
-   * final report waits for the reviews. `false` is the CLI's `--no-review`. @default true
-   */
-  enabled?: boolean;
-  /** A signal under this score (0..1) is a flag. @default 0.5 */
-  threshold?: number;
-}
-
-/** Options of `runBatch`. Everything but `manifest` and `service` has a default. */
-export interface RunOptions {
-  /** Path of the manifest (.csv, .json, .jsonl/.ndjson). */
-  manifest: string;
-  /**
-   * Output folder. @default `output/<manifest file name without extension>` under `cwd`, or
-   * `output/<manifest file name>` when that folder holds another manifest's run
-   */
-  out?: string;
-  /** Folder relative paths resolve against. @default process.cwd() */
-  cwd?: string;
-  /**
-   * The service. `baseUrl` and `apiKey` default to `KITCHEN_API_BASE_URL` and `KITCHEN_API_KEY` from
-   * the environment, as for the CLI. @default both from the environment
-   */
-  service?: ServiceInput;
-  preflight?: PreflightRunOptions;
-  limits?: LimitOptions;
-  resume?: ResumeOptions;
-  timing?: TimingOptions;
-  signals?: SignalOptions;
-  output?: OutputOptions;
-  review?: ReviewOptions;
-  /** Progress and item events. A listener that throws is logged, never fatal. */
-  onEvent?: (event: RunEvent) => void;
-  /**
-   * A pino logger of the caller's: every run.log line is also given to it, at its level (the key
-   * redacted as in run.log). run.log is written either way.
-   */
-  logger?: Logger;
-}
-
-/** The options of `plan`: a run stopped before submitting, which may have no service. */
-export type PlanOptions = Omit<RunOptions, 'service'> & { service?: ServiceInput };
-
-/** {@link RunOptions} with every default filled in and every value checked. */
-export interface ResolvedRunOptions {
-  manifest: string;
-  cwd: string;
-  /** Absolute output folder. */
-  outDir: string;
-  /**
-   * Where the run goes instead when `outDir` is the default and holds the run of another manifest
-   * file ({@link fallbackOutDir}); null when the caller named the folder.
-   */
-  outFallback: string | null;
-  /** Absolute folder of the manifest (image paths are relative to it). */
-  manifestDir: string;
-  service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
-    Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
-  preflight: Required<Omit<PreflightRunOptions, 'stripMetadata'>>;
-  limits: {
-    concurrency: number;
-    maxSubmissions: number | null;
-    jobTimeoutMs: number;
-    shard: Shard | null;
-    maxDurationMs: number | null;
-    maxDurationGraceMs: number;
-    maxRate: number | null;
-  };
-  resume: Required<ResumeOptions>;
-  timing: Required<TimingOptions>;
-  signals: SignalOptions;
-  output: Required<OutputOptions>;
-  review: Required<ReviewOptions>;
-  onEvent: (event: RunEvent) => void;
-  logger: Logger | null;
-}
-
-/** {@link PlanOptions} resolved: as a run, with the service optional. */
-export type ResolvedPlanOptions = Omit<ResolvedRunOptions, 'service'> & {
-  service: ResolvedRunOptions['service'] | null;
-};
-
-/** Levels `output.logLevel` takes (pino's). */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
-/** Names options in messages; the CLI passes one that names its flags instead of option paths. */
-export type OptionLabel = (optionPath: string) => string;
+// The shapes are imported from here by callers that want the resolver too.
+export * from './option-types.js';
 
 /** Options objects this module resolved: passing one again is not checked twice. */
 const resolved = new WeakSet<object>();
@@ -225,116 +47,6 @@ export function defaultOutDir(cwd: string, manifest: string): string {
  */
 export function fallbackOutDir(cwd: string, manifest: string): string {
   return path.resolve(cwd, 'output', path.basename(manifest));
-}
-
-// The keys each options object takes, by its path. A JavaScript caller gets no type check, so a
-// misspelt key (`limits.concurency`) would be ignored and its default used in silence; `satisfies`
-// keeps these lists in step with the interfaces (a key missing or extra here is a type error).
-const TOP_KEYS = {
-  manifest: 1,
-  out: 1,
-  cwd: 1,
-  service: 1,
-  preflight: 1,
-  limits: 1,
-  resume: 1,
-  timing: 1,
-  signals: 1,
-  output: 1,
-  review: 1,
-  onEvent: 1,
-  logger: 1,
-} satisfies Record<keyof RunOptions, 1>;
-const SERVICE_KEYS = {
-  baseUrl: 1,
-  apiKey: 1,
-  timeouts: 1,
-  retry: 1,
-  governor: 1,
-  unreachableMs: 1,
-} satisfies Record<keyof ServiceOptions, 1>;
-const NESTED_KEYS = {
-  preflight: { keepMetadata: 1, stripMetadata: 1, maxSide: 1 } satisfies Record<keyof PreflightRunOptions, 1>,
-  limits: {
-    concurrency: 1,
-    maxSubmissions: 1,
-    jobTimeoutMs: 1,
-    shard: 1,
-    maxDurationMs: 1,
-    maxDurationGraceMs: 1,
-    maxRate: 1,
-  } satisfies Record<keyof LimitOptions, 1>,
-  resume: { retryFailed: 1, retryAmbiguous: 1, verify: 1, manifestRenamed: 1 } satisfies Record<
-    keyof ResumeOptions,
-    1
-  >,
-  timing: { graceMs: 1, reportIntervalMs: 1, progressIntervalMs: 1 } satisfies Record<keyof TimingOptions, 1>,
-  signals: { stop: 1, abort: 1 } satisfies Record<keyof SignalOptions, 1>,
-  output: { html: 1, logLevel: 1 } satisfies Record<keyof OutputOptions, 1>,
-  review: { enabled: 1, threshold: 1 } satisfies Record<keyof ReviewOptions, 1>,
-};
-const SHARD_KEYS = { index: 1, count: 1 } satisfies Record<keyof Shard, 1>;
-const SERVICE_NESTED_KEYS = {
-  timeouts: { connect: 1, request: 1, upload: 1, download: 1 } satisfies Record<
-    keyof NonNullable<ServiceOptions['timeouts']>,
-    1
-  >,
-  retry: {
-    baseMs: 1,
-    capMs: 1,
-    random: 1,
-    retries: 1,
-    maxRetryTimeMs: 1,
-    pollAttempts: 1,
-  } satisfies Record<keyof RetryOptions, 1>,
-  governor: {
-    initialRate: 1,
-    minRate: 1,
-    maxRate: 1,
-    probeGain: 1,
-    quietSeconds: 1,
-    quietGain: 1,
-    holdShare: 1,
-    assumedBurstSeconds: 1,
-    now: 1,
-    onChange: 1,
-  } satisfies Record<keyof GovernorOptions, 1>,
-};
-
-/**
- * Refuses a key `value` does not take, naming it by its path and the closest key it does take
- * (the suggestion the CLI makes for a mistyped flag), else listing them. A value that is not an
- * object is left to the value checks.
- */
-function onlyKeys(optionPath: string, value: unknown, allowed: Record<string, 1>): void {
-  if (typeof value !== 'object' || value === null) return;
-  const at = (key: string) => (optionPath ? `${optionPath}.${key}` : key);
-  for (const key of Object.keys(value)) {
-    if (Object.hasOwn(allowed, key)) continue;
-    const names = Object.keys(allowed);
-    const [closest] = suggestStyles(key, names, 1);
-    throw new UsageError(
-      closest
-        ? `unknown option ${at(key)}; did you mean ${at(closest)}?`
-        : `unknown option ${at(key)} (${optionPath || 'the run options'} takes: ${names.join(', ')})`,
-    );
-  }
-}
-
-/** Every options object of a run or plan, checked with {@link onlyKeys}; `service` by {@link serviceKeys}. */
-function runKeys(input: PlanOptions): void {
-  onlyKeys('', input, TOP_KEYS);
-  for (const [group, keys] of Object.entries(NESTED_KEYS)) {
-    onlyKeys(group, (input as unknown as Record<string, unknown>)[group], keys);
-  }
-  onlyKeys('limits.shard', input.limits?.shard, SHARD_KEYS);
-}
-
-function serviceKeys(service: ServiceInput): void {
-  onlyKeys('service', service, SERVICE_KEYS);
-  for (const [group, keys] of Object.entries(SERVICE_NESTED_KEYS)) {
-    onlyKeys(`service.${group}`, (service as Record<string, unknown>)[group], keys);
-  }
 }
 
 /**
@@ -474,7 +186,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     },
     review: {
       enabled: flag(label('review.enabled'), input.review?.enabled, true),
-      threshold: fraction(label('review.threshold'), input.review?.threshold, 0.5),
+      threshold: fraction(label('review.threshold'), input.review?.threshold, DEFAULT_THRESHOLD),
     },
     onEvent: input.onEvent ?? (() => {}),
     logger: input.logger ?? null,

@@ -2,8 +2,9 @@
  * Flags of the `kitchen-batch sandbox` command and their translation into {@link SandboxOptions}.
  * Validation happens once, here, with messages naming the flag, what was expected and what was got.
  */
-import type { ParseArgsConfig } from 'node:util';
 import { UsageError } from '../errors.js';
+import type { FlagTable } from '../util/flags.js';
+import { OptionError, oneOf } from '../util/validate.js';
 import {
   BAD_RESULTS,
   type BadResult,
@@ -27,89 +28,139 @@ const RESULT_FAULTS: readonly ResultFault[] = [
 const RETRY_AFTER_MODES: readonly RetryAfterMode[] = ['seconds', 'date', 'none', 'garbage'];
 const SCOPES: readonly FaultScope[] = ['create', 'poll', 'all'];
 
+/** A probability knob (`--error-rate P`): how often a fault happens, 0 to 1. */
+const chance = (of: string, shown?: string) =>
+  ({
+    type: 'string',
+    value: 'P',
+    help: `probability ${of}`,
+    ...(shown === undefined ? {} : { shown }),
+  }) as const;
+
+/** A flag that narrows a fault to some requests: `--error-on`, `--reset-on`, `--hang-on`. */
+const scopeFlag = (fault: string) =>
+  ({
+    type: 'string',
+    value: 'SCOPE',
+    help: `requests the ${fault} applies to: ${SCOPES.join('|')}`,
+    shown: 'all',
+  }) as const;
+
 /**
- * Flag definitions of the `sandbox` command, for `util.parseArgs`. All values arrive as strings
- * except the boolean `--any-key`; typed exactly (`as const`) so parseArgs infers the value types.
+ * Flags of the `sandbox` command, declared once (see `util/flags.ts`): each also a `util.parseArgs`
+ * option, its placeholder, help line and default.
  */
 export const SANDBOX_FLAGS = {
-  host: { type: 'string' },
-  port: { type: 'string' },
-  'any-key': { type: 'boolean' },
-  'processing-ms': { type: 'string' },
-  'jitter-ms': { type: 'string' },
-  'queued-ms': { type: 'string' },
-  'max-jobs': { type: 'string' },
-  results: { type: 'string' },
-  seed: { type: 'string' },
-  'styles-shape': { type: 'string' },
-  'rate-limit': { type: 'string' },
-  burst: { type: 'string' },
-  'retry-after': { type: 'string' },
-  'rate-429': { type: 'string' },
-  'error-rate': { type: 'string' },
-  'error-statuses': { type: 'string' },
-  'error-on': { type: 'string' },
-  'reset-rate': { type: 'string' },
-  'reset-when': { type: 'string' },
-  'reset-on': { type: 'string' },
-  'hang-rate': { type: 'string' },
-  'hang-on': { type: 'string' },
-  'slow-ms': { type: 'string' },
-  'fail-rate': { type: 'string' },
-  'fail-code': { type: 'string' },
-  'stuck-rate': { type: 'string' },
-  'bad-status-rate': { type: 'string' },
-  'malformed-rate': { type: 'string' },
-  'poll-not-found-rate': { type: 'string' },
-  'result-ttl-ms': { type: 'string' },
-  'result-fault': { type: 'string' },
-  'result-fault-rate': { type: 'string' },
-  'bad-result-rate': { type: 'string' },
-  'bad-results': { type: 'string' },
-  'date-skew-ms': { type: 'string' },
-  'fail-create-with': { type: 'string' },
-} as const satisfies NonNullable<ParseArgsConfig['options']>;
-
-/** One-line help per flag, for the CLI's usage text. */
-export const SANDBOX_FLAG_HELP: Readonly<Record<string, string>> = {
-  host: 'interface to listen on (default 127.0.0.1)',
-  port: 'port to listen on (default 0: a free port)',
-  'any-key': 'accept any non-empty Bearer token instead of KITCHEN_API_KEY / sandbox-key',
-  'processing-ms': 'mean job processing time in ms (default 1500)',
-  'jitter-ms': '± uniform jitter on processing time in ms (default 500)',
-  'queued-ms': 'time a job stays queued in ms (default min(300, processing/4))',
-  'max-jobs': 'jobs kept in memory; older ones are forgotten and answer 404 (default 1000)',
-  results:
-    'render|render-once|echo: styled results (render-once: each upload and style rendered once, then kept), or the upload itself with no image work (default render)',
-  seed: 'PRNG seed for fault rolls (integer)',
-  'styles-shape': `GET /v1/styles shape: ${STYLES_SHAPES.join('|')}`,
-  'rate-limit': 'token bucket rate in requests per second over /v1/* (default off)',
-  burst: 'token bucket size (default: the rate, at least 1)',
-  'retry-after': `Retry-After on 429: ${RETRY_AFTER_MODES.join('|')} (default seconds)`,
-  'rate-429': 'probability of an extra random 429',
-  'error-rate': 'probability of a random 5xx',
-  'error-statuses': 'comma-separated 5xx statuses to pick from (default 500,502,503,504)',
-  'error-on': `requests the 5xx applies to: ${SCOPES.join('|')} (default all)`,
-  'reset-rate': 'probability of a TCP reset',
-  'reset-when': 'mid-upload|after-body (default after-body: a create IS made)',
-  'reset-on': `requests the reset applies to: ${SCOPES.join('|')} (default all)`,
-  'hang-rate': 'probability that a request is never answered',
-  'hang-on': `requests the hang applies to: ${SCOPES.join('|')} (default all)`,
-  'slow-ms': 'delay before every response in ms',
-  'fail-rate': 'probability that a job ends failed',
-  'fail-code': 'error.code of failed jobs (default generation_failed)',
-  'stuck-rate': 'probability that a job stays processing forever',
-  'bad-status-rate': 'probability that a poll answers status "exploded"',
-  'malformed-rate': 'probability that a poll answers malformed JSON or a job without id/status',
-  'poll-not-found-rate': 'probability that a poll of a known job answers 404',
-  'result-ttl-ms': 'result URLs expire (410) after this many ms; a new poll rotates the URL',
-  'result-fault': `result download fault: ${RESULT_FAULTS.join('|')}`,
-  'result-fault-rate': 'probability that a download suffers --result-fault (default 1)',
-  'bad-result-rate': 'probability that a succeeded job hands out a bad result on purpose (default 0)',
-  'bad-results': `the bad results to pick from, comma-separated: ${BAD_RESULTS.join(',')} (default all)`,
-  'date-skew-ms': 'skew of the Date header and job timestamps in ms (may be negative)',
-  'fail-create-with': 'every create answers STATUS:CODE, e.g. 403:forbidden',
-};
+  host: { type: 'string', value: 'HOST', help: 'interface to listen on', shown: '127.0.0.1' },
+  port: { type: 'string', value: 'PORT', help: 'port to listen on', shown: '0: a free port' },
+  'any-key': {
+    type: 'boolean',
+    help: 'accept any non-empty Bearer token instead of KITCHEN_API_KEY / sandbox-key',
+  },
+  'processing-ms': { type: 'string', value: 'MS', help: 'mean job processing time in ms', shown: '1500' },
+  'jitter-ms': {
+    type: 'string',
+    value: 'MS',
+    help: '± uniform jitter on processing time in ms',
+    shown: '500',
+  },
+  'queued-ms': {
+    type: 'string',
+    value: 'MS',
+    help: 'time a job stays queued in ms',
+    shown: 'min(300, processing/4)',
+  },
+  'max-jobs': {
+    type: 'string',
+    value: 'N',
+    help: 'jobs kept in memory; older ones are forgotten and answer 404',
+    shown: '1000',
+  },
+  results: {
+    type: 'string',
+    value: 'MODE',
+    help: 'render|render-once|echo: styled results (render-once: each upload and style rendered once, then kept), or the upload itself with no image work',
+    shown: 'render',
+  },
+  seed: { type: 'string', value: 'N', help: 'PRNG seed for fault rolls (integer)' },
+  'styles-shape': {
+    type: 'string',
+    value: 'SHAPE',
+    help: `GET /v1/styles shape: one of ${STYLES_SHAPES.join(', ')}`,
+  },
+  'rate-limit': {
+    type: 'string',
+    value: 'RPS',
+    help: 'token bucket rate in requests per second over /v1/*',
+    shown: 'off',
+  },
+  burst: { type: 'string', value: 'N', help: 'token bucket size (default: the rate, at least 1)' },
+  'retry-after': {
+    type: 'string',
+    value: 'MODE',
+    help: `Retry-After on 429: ${RETRY_AFTER_MODES.join('|')}`,
+    shown: 'seconds',
+  },
+  'rate-429': chance('of an extra random 429'),
+  'error-rate': chance('of a random 5xx'),
+  'error-statuses': {
+    type: 'string',
+    value: 'LIST',
+    help: 'comma-separated 5xx statuses to pick from',
+    shown: '500,502,503,504',
+  },
+  'error-on': scopeFlag('5xx'),
+  'reset-rate': chance('of a TCP reset'),
+  'reset-when': {
+    type: 'string',
+    value: 'WHEN',
+    help: 'mid-upload|after-body',
+    shown: 'after-body: a create IS made',
+  },
+  'reset-on': scopeFlag('reset'),
+  'hang-rate': chance('that a request is never answered'),
+  'hang-on': scopeFlag('hang'),
+  'slow-ms': { type: 'string', value: 'MS', help: 'delay before every response in ms' },
+  'fail-rate': chance('that a job ends failed'),
+  'fail-code': {
+    type: 'string',
+    value: 'CODE',
+    help: 'error.code of failed jobs',
+    shown: 'generation_failed',
+  },
+  'stuck-rate': chance('that a job stays processing forever'),
+  'bad-status-rate': chance('that a poll answers status "exploded"'),
+  'malformed-rate': chance('that a poll answers malformed JSON or a job without id/status'),
+  'poll-not-found-rate': chance('that a poll of a known job answers 404'),
+  'result-ttl-ms': {
+    type: 'string',
+    value: 'MS',
+    help: 'result URLs expire (410) after this many ms; a new poll rotates the URL',
+  },
+  'result-fault': {
+    type: 'string',
+    value: 'FAULT',
+    help: `result download fault: one of ${RESULT_FAULTS.join(', ')}`,
+  },
+  'result-fault-rate': chance('that a download suffers --result-fault', '1'),
+  'bad-result-rate': chance('that a succeeded job hands out a bad result on purpose', '0'),
+  'bad-results': {
+    type: 'string',
+    value: 'LIST',
+    help: `the bad results to pick from, comma-separated: ${BAD_RESULTS.join(', ')}`,
+    shown: 'all',
+  },
+  'date-skew-ms': {
+    type: 'string',
+    value: 'MS',
+    help: 'skew of the Date header and job timestamps in ms (may be negative)',
+  },
+  'fail-create-with': {
+    type: 'string',
+    value: 'STATUS:CODE',
+    help: 'every create answers STATUS:CODE, e.g. 403:forbidden',
+  },
+} as const satisfies FlagTable;
 
 /** Values as `util.parseArgs` returns them (arrays only for `multiple` flags, which we do not use). */
 type FlagValues = Record<string, string | boolean | Array<string | boolean> | undefined>;
@@ -134,7 +185,7 @@ function number(
   if (raw === undefined) return undefined;
   const n = raw.trim() === '' ? Number.NaN : Number(raw);
   if (!Number.isFinite(n) || (integer && !Number.isInteger(n)) || !check(n)) {
-    throw new UsageError(`--${flag}: expected ${what}, got "${raw}"`);
+    throw new OptionError(`--${flag}`, what, raw);
   }
   return n;
 }
@@ -144,13 +195,9 @@ const nonNegative = (values: FlagValues, flag: string) =>
 const probability = (values: FlagValues, flag: string) =>
   number(values, flag, 'a probability between 0 and 1', (n) => n >= 0 && n <= 1);
 
-function oneOf<T extends string>(values: FlagValues, flag: string, allowed: readonly T[]): T | undefined {
+function choice<T extends string>(values: FlagValues, flag: string, allowed: readonly T[]): T | undefined {
   const raw = str(values, flag);
-  if (raw === undefined) return undefined;
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw new UsageError(`--${flag}: expected one of ${allowed.join(', ')}, got "${raw}"`);
-  }
-  return raw as T;
+  return raw === undefined ? undefined : oneOf(`--${flag}`, raw, allowed, raw as T);
 }
 
 /**
@@ -178,11 +225,11 @@ export function sandboxOptionsFromFlags(
   if (queuedMs !== undefined) options.queuedMs = queuedMs;
   const maxJobs = number(values, 'max-jobs', 'an integer >= 1', (n) => n >= 1, true);
   if (maxJobs !== undefined) options.maxJobs = maxJobs;
-  const results = oneOf(values, 'results', ['render', 'render-once', 'echo'] as const);
+  const results = choice(values, 'results', ['render', 'render-once', 'echo'] as const);
   if (results !== undefined) options.results = results;
   const seed = number(values, 'seed', 'an integer', () => true, true);
   if (seed !== undefined) options.seed = seed;
-  const shape = oneOf<StylesShape>(values, 'styles-shape', STYLES_SHAPES);
+  const shape = choice<StylesShape>(values, 'styles-shape', STYLES_SHAPES);
   if (shape !== undefined) options.stylesShape = shape;
 
   const rps = number(values, 'rate-limit', 'requests per second > 0', (n) => n > 0);
@@ -190,7 +237,7 @@ export function sandboxOptionsFromFlags(
   if (burst !== undefined && rps === undefined)
     throw new UsageError('--burst: only makes sense with --rate-limit');
   if (rps !== undefined) faults.rateLimit = { rps, burst: burst ?? Math.max(1, Math.floor(rps)) };
-  const retryAfter = oneOf(values, 'retry-after', RETRY_AFTER_MODES);
+  const retryAfter = choice(values, 'retry-after', RETRY_AFTER_MODES);
   if (retryAfter !== undefined) faults.retryAfter = retryAfter;
 
   const probabilities = [
@@ -215,37 +262,37 @@ export function sandboxOptionsFromFlags(
   if (statuses !== undefined) {
     const list = statuses.split(',').map((s) => Number(s.trim()));
     if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n < 500 || n > 599)) {
-      throw new UsageError(`--error-statuses: expected comma-separated 5xx statuses, got "${statuses}"`);
+      throw new OptionError('--error-statuses', 'comma-separated 5xx statuses', statuses);
     }
     faults.errorStatuses = list;
   }
-  const errorOn = oneOf(values, 'error-on', SCOPES);
+  const errorOn = choice(values, 'error-on', SCOPES);
   if (errorOn !== undefined) faults.errorOn = errorOn;
-  const resetWhen = oneOf(values, 'reset-when', ['mid-upload', 'after-body'] as const);
+  const resetWhen = choice(values, 'reset-when', ['mid-upload', 'after-body'] as const);
   if (resetWhen !== undefined) faults.resetWhen = resetWhen;
-  const resetOn = oneOf(values, 'reset-on', SCOPES);
+  const resetOn = choice(values, 'reset-on', SCOPES);
   if (resetOn !== undefined) faults.resetOn = resetOn;
-  const hangOn = oneOf(values, 'hang-on', SCOPES);
+  const hangOn = choice(values, 'hang-on', SCOPES);
   if (hangOn !== undefined) faults.hangOn = hangOn;
   const slowMs = nonNegative(values, 'slow-ms');
   if (slowMs !== undefined) faults.slowMs = slowMs;
   const failCode = str(values, 'fail-code');
   if (failCode !== undefined) {
     if (!/^[a-z0-9_]+$/i.test(failCode)) {
-      throw new UsageError(`--fail-code: expected a code like generation_failed, got "${failCode}"`);
+      throw new OptionError('--fail-code', 'a code like generation_failed', failCode);
     }
     faults.failCode = failCode;
   }
   const ttl = number(values, 'result-ttl-ms', 'a number of milliseconds > 0', (n) => n > 0);
   if (ttl !== undefined) faults.resultTtlMs = ttl;
-  const resultFault = oneOf(values, 'result-fault', RESULT_FAULTS);
+  const resultFault = choice(values, 'result-fault', RESULT_FAULTS);
   if (resultFault !== undefined) faults.resultFault = resultFault;
   const bad = str(values, 'bad-results');
   if (bad !== undefined) {
     const kinds = bad.split(',').map((k) => k.trim());
     const unknown = kinds.filter((k) => !(BAD_RESULTS as readonly string[]).includes(k));
     if (kinds.length === 0 || unknown.length > 0) {
-      throw new UsageError(`--bad-results: expected some of ${BAD_RESULTS.join(',')}, got "${bad}"`);
+      throw new OptionError('--bad-results', `some of ${BAD_RESULTS.join(',')}`, bad);
     }
     faults.badResults = kinds as BadResult[];
   }
@@ -255,9 +302,7 @@ export function sandboxOptionsFromFlags(
   if (failCreate !== undefined) {
     const match = /^([1-5]\d\d):([a-z0-9_]+)$/i.exec(failCreate);
     if (!match?.[1] || !match[2]) {
-      throw new UsageError(
-        `--fail-create-with: expected STATUS:CODE such as 403:forbidden, got "${failCreate}"`,
-      );
+      throw new OptionError('--fail-create-with', 'STATUS:CODE such as 403:forbidden', failCreate);
     }
     faults.failCreateWith = { status: Number(match[1]), code: match[2] };
   }

@@ -8,7 +8,7 @@ import type { Sandbox, SandboxOptions } from './types.js';
 
 export type { BadResult, FaultScope, ResultFault, RetryAfterMode, SandboxFaults } from './faults.js';
 export { DEFAULT_FAULTS } from './faults.js';
-export { SANDBOX_FLAG_HELP, SANDBOX_FLAGS, sandboxOptionsFromFlags } from './flags.js';
+export { SANDBOX_FLAGS, sandboxOptionsFromFlags } from './flags.js';
 export type { ResultMode } from './images.js';
 export { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from './style-catalogue.js';
 export type {

@@ -102,3 +102,61 @@ export function text(name: string, value: unknown, missing: string): string {
   if (typeof value !== 'string') throw new OptionError(name, 'a string', value);
   return value;
 }
+
+// Flags arrive as strings. These read one into a number (undefined when the flag is absent) and
+// refuse it with the same OptionError, naming the flag as typed (`--max-rate`) and the text as given.
+
+/** A finite number read from `raw` that passes `ok`, else an {@link OptionError} expecting `what`. */
+function numberFlag(name: string, raw: string | undefined, what: string, ok: (n: number) => boolean) {
+  if (raw === undefined) return undefined;
+  const value = raw.trim() === '' ? Number.NaN : Number(raw);
+  if (!Number.isFinite(value) || !ok(value)) throw new OptionError(name, what, raw);
+  return value;
+}
+
+/** A whole number flag (any sign: the range is the option's to check), or undefined when absent. */
+export function intFlag(name: string, raw: string | undefined): number | undefined {
+  if (raw !== undefined && !/^\s*-?\d+\s*$/.test(raw))
+    throw new OptionError(`--${name}`, 'a whole number', raw);
+  return numberFlag(`--${name}`, raw, 'a whole number', Number.isSafeInteger);
+}
+
+/** A positive number (`--max-rate`), or undefined when absent. */
+export function positiveFlag(name: string, raw: string | undefined, what: string): number | undefined {
+  return numberFlag(`--${name}`, raw, what, (n) => n > 0);
+}
+
+/** A request rate (`--max-rate`, of `run` and `worker`): a positive number, or undefined when absent. */
+export function rateFlag(name: string, raw: string | undefined): number | undefined {
+  return positiveFlag(name, raw, 'a positive number of requests per second');
+}
+
+/** A number from 0 to 1 (`--review-threshold`), or undefined when absent. */
+export function fractionFlag(name: string, raw: string | undefined): number | undefined {
+  return numberFlag(`--${name}`, raw, 'a number from 0 to 1', (n) => n >= 0 && n <= 1);
+}
+
+/** A positive number of seconds (`--job-timeout`), as milliseconds. */
+export function secondsFlag(name: string, raw: string | undefined): number | undefined {
+  const seconds = numberFlag(`--${name}`, raw, 'a positive number of seconds', (n) => n > 0);
+  return seconds === undefined ? undefined : Math.round(seconds * 1000);
+}
+
+/** A number of seconds of at least `min`, as milliseconds (the worker's `--stall-timeout`, `--grace`). */
+export function secondsAtLeast(name: string, raw: string | undefined, min: number): number | undefined {
+  const seconds = numberFlag(`--${name}`, raw, `a number of seconds of at least ${min}`, (n) => n >= min);
+  return seconds === undefined ? undefined : Math.round(seconds * 1000);
+}
+
+/** A duration such as `45m`, `6h`, `1h30m`, `90s` or `90` (seconds), in ms (`--max-duration`). */
+export function durationFlag(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  const text = raw.trim().toLowerCase();
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)?/g)];
+  const total = parts.reduce((ms, [, n, u]) => ms + Number(n) * unit[u ?? 's']!, 0);
+  if (text === '' || parts.map((p) => p[0]).join('') !== text || !(total > 0)) {
+    throw new OptionError(`--${name}`, 'a duration such as 45m, 6h, 1h30m or 90s', raw);
+  }
+  return Math.round(total);
+}

@@ -1,8 +1,10 @@
 import { chmod, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { flagLabel, intFlag, runFlagOptions, secondsFlag, serviceConfig } from '../../src/config.js';
+import { flagLabel } from '../../src/commands/command-table.js';
+import { runFlagOptions, serviceConfig } from '../../src/config.js';
 import { UsageError } from '../../src/errors.js';
 import { resolvePlanOptions } from '../../src/pipeline/options.js';
+import { intFlag, secondsFlag } from '../../src/util/validate.js';
 import { useTempDir } from '../helpers/tmp.js';
 
 const tmp = useTempDir('kb-config-');

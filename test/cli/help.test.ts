@@ -3,47 +3,48 @@
  * did-you-mean for commands and options, `-V`, and help on stderr when it comes with an error. Real
  * child processes; each page is checked against the flags its command really parses.
  */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ENQUEUE_FLAGS } from '../../src/commands/enqueue.js';
-import { COMMAND_NAMES, commandHelp, optionNames } from '../../src/commands/help.js';
-import { REPORT_FLAGS } from '../../src/commands/report.js';
-import { REVIEW_FLAGS } from '../../src/commands/review.js';
-import { RUN_FLAGS } from '../../src/commands/run.js';
-import { STATUS_FLAGS } from '../../src/commands/status.js';
-import { STYLES_FLAGS } from '../../src/commands/styles.js';
-import { WORKER_FLAGS } from '../../src/commands/worker.js';
-import { SANDBOX_FLAGS } from '../../src/sandbox/index.js';
-import { killAllClis, runCli } from '../helpers/cli.js';
+import { COMMANDS, type CommandName } from '../../src/commands/command-table.js';
+import { COMMAND_NAMES, commandHelp, withOptionTables } from '../../src/commands/help.js';
+import { parseFlags } from '../../src/commands/parse.js';
+import { UsageError } from '../../src/errors.js';
+import { flagTerm } from '../../src/util/flags.js';
+import { killAllClis, REPO_ROOT, runCli } from '../helpers/cli.js';
 
 afterEach(killAllClis);
 
 describe('help', () => {
-  it('lists on every page exactly the options its command parses', () => {
-    const parsed: Record<string, object> = {
-      run: RUN_FLAGS,
-      plan: RUN_FLAGS,
-      report: REPORT_FLAGS,
-      review: REVIEW_FLAGS,
-      styles: STYLES_FLAGS,
-      enqueue: ENQUEUE_FLAGS,
-      status: STATUS_FLAGS,
-      worker: WORKER_FLAGS,
-    };
-    for (const command of COMMAND_NAMES) {
+  it('one declaration per command drives its parse, its help page and the README', async () => {
+    for (const command of COMMAND_NAMES as CommandName[]) {
+      const { flags } = COMMANDS[command];
       const page = commandHelp(command)!;
       expect(page, command).toMatch(/^Usage: kitchen-batch /);
       expect(page, command).toMatch(/\nExamples:\n {2}kitchen-batch /);
-      if (command === 'sandbox') {
-        for (const flag of Object.keys(SANDBOX_FLAGS)) expect(page).toContain(`--${flag}`);
-        continue;
-      }
-      const flags = Object.keys(parsed[command]!)
-        .map((f) => `--${f}`)
-        .sort();
-      expect(optionNames(command).sort(), command).toEqual(flags);
       for (const line of page.split('\n'))
         expect(line.length, `${command}: ${line}`).toBeLessThanOrEqual(100);
+      // The page lists exactly the declared flags, each with its placeholder, in order.
+      const options = page.slice(page.indexOf('Options:\n'), page.indexOf('\nExamples:'));
+      const listed = options.split('\n').filter((line) => /^ {2}-/.test(line));
+      expect(
+        listed.map((line) => line.trim().split(/ {2,}/)[0]),
+        command,
+      ).toEqual(Object.entries(flags).map(([name, spec]) => flagTerm(name, spec)));
+      // The parse takes every declared flag (with a value where it has a placeholder) and no other.
+      for (const [name, spec] of Object.entries(flags)) {
+        const args = spec.type === 'string' ? [`--${name}`, 'x'] : [`--${name}`];
+        const { values } = parseFlags(command, args) as { values: Record<string, unknown> };
+        expect(values[name], `${command} --${name}`).toBe(spec.type === 'string' ? 'x' : true);
+      }
+      expect(() => parseFlags(command, ['--not-a-flag-of-any-command'])).toThrow(UsageError);
     }
+    const readme = await readFile(path.join(REPO_ROOT, 'README.md'), 'utf8');
+    expect(readme).toContain('<!-- options:run -->');
+    expect(
+      withOptionTables(readme) === readme,
+      "README.md's option tables differ from the flag declarations: run `npm run docs:options`",
+    ).toBe(true);
   });
 
   it('prints one page per command, for help <command> and <command> --help alike', async () => {

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { flagLabel, runFlagOptions } from '../../src/config.js';
+import { flagLabel } from '../../src/commands/command-table.js';
+import { runFlagOptions } from '../../src/config.js';
 import { UsageError } from '../../src/errors.js';
 import {
   defaultOutDir,
