@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { GovernorOptions } from '../api/governor.js';
 import type { KitchenError } from '../errors.js';
-import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS } from '../limits.js';
+import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
 import { createPreflighter } from '../preflight/index.js';
 import { connect } from '../stages/connect.js';
 import type { StageContext } from '../stages/context.js';
@@ -43,10 +43,10 @@ export interface WorkerOptions {
   untilDrained?: boolean;
   /**
    * How long an item stays with a worker that stopped answering (killed, frozen, cut off) before
-   * another worker takes it over: the BullMQ lock duration. @default 30_000
+   * another worker takes it over: the BullMQ lock duration. @default {@link WORKER_STALL_MS}
    */
   stallTimeoutMs?: number;
-  /** After a stop (SIGTERM), how long requests in flight get to finish before they are aborted. @default 10_000 */
+  /** After a stop (SIGTERM), how long requests in flight get to finish before they are aborted. @default {@link WORKER_GRACE_MS} */
   graceMs?: number;
   /** A job not ended this long after this worker started polling it is handed to BullMQ's retry. @default 1_800_000 */
   jobTimeoutMs?: number;
@@ -101,7 +101,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     drained: false,
     interrupted: null,
   };
-  const stop = new RunStop(options.graceMs ?? 10_000);
+  const stop = new RunStop(options.graceMs ?? WORKER_GRACE_MS);
   let interrupted: string | undefined;
   stop.follow(options.signals ?? {}, (reason) => {
     interrupted ??= reason;
@@ -139,7 +139,7 @@ interface WorkSetup {
 async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenError | undefined> {
   const { redis, outDir, name, stop, summary } = setup;
   const emit = (event: WorkerEvent) => options.onEvent?.(event);
-  const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
+  const stallTimeoutMs = options.stallTimeoutMs ?? WORKER_STALL_MS;
   const { logger, resultsDir } = await openWorkerLog(setup, options, stallTimeoutMs, emit);
   const service = connect({
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
