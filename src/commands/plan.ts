@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { flagLabel } from '../config.js';
 import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, openManifest } from '../manifest/index.js';
@@ -8,6 +7,7 @@ import { type Decision, decide } from '../pipeline/plan.js';
 import { inShard } from '../pipeline/shard.js';
 import { createPreflighter, describePreflight } from '../preflight/index.js';
 import { loadJournal } from '../state/journal.js';
+import { journalFile } from '../state/run-files.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
@@ -50,7 +50,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   // is refused), read without its lock.
   const settled = await settleOutDir(
     { ...options, manifestRenamed: options.resume.manifestRenamed },
-    async (dir) => (await loadJournal(path.join(dir, 'journal.jsonl'), { repair: false })).fold,
+    async (dir) => (await loadJournal(journalFile(dir), { repair: false })).fold,
     (fold) => fold.last,
   );
   const { dir: outDir, opened: fold } = settled;

@@ -227,7 +227,7 @@ export class Flow {
       decision = await decide(item, {
         preflighter: this.#preflighter,
         state: this.#ctx.store.get(item.id),
-        outDir: this.#options.outDir,
+        outDir: this.#ctx.output,
         retryFailed: this.#options.retryFailed,
         verify: this.#options.verify,
       });

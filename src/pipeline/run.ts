@@ -1,4 +1,3 @@
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { KitchenClient } from '../api/client.js';
 import { ServiceGate } from '../api/gate.js';
@@ -13,9 +12,9 @@ import { PAGE_FIRST } from '../report/write.js';
 import { Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines, writePlanFile } from '../state/plan-file.js';
+import { preparedDir } from '../state/run-files.js';
 import { openRunFolder } from '../state/run-folder.js';
 import type { Item, Report, ReportItem } from '../types.js';
-import { coalescedFsyncDir } from '../util/fs.js';
 import { monotonicMs } from '../util/time.js';
 import type { StageContext } from './context.js';
 import type { RunEvent } from './events.js';
@@ -105,11 +104,13 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       interner: folder.interner,
     });
     // report.html's first thumbnails are made as results arrive (only when there is to be a page).
-    const thumbnails = options.output.html ? new EarlyThumbnails({ ...options, first, states: store }) : null;
+    const thumbnails = options.output.html
+      ? new EarlyThumbnails({ output: folder.output, manifestDir: options.manifestDir, first, states: store })
+      : null;
     // Each result is reviewed against its source as it arrives, off the critical path.
     const reviewer = options.review.enabled
       ? new Reviewer({
-          outDir: options.outDir,
+          outDir: folder.output,
           states: store,
           record: (record) => store.record(record),
           logger,
@@ -142,11 +143,11 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       stop: stop.soft,
       abort: stop.hard,
       resultsDir: folder.resultsDir,
-      syncResults: coalescedFsyncDir(folder.resultsDir),
+      output: folder.output,
       uploads: new UploadReader(),
     };
     const preflighter = createPreflighter({
-      cacheDir: path.join(options.outDir, '.prepared'),
+      cacheDir: preparedDir(options.outDir),
       ...options.preflight,
       // The as-is check's small rendition is the review's view of the source: not decoded twice.
       ...(reviewer ? { onSample: (sha: string, sample) => reviewer.offerSource(sha, sample) } : {}),
@@ -177,7 +178,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     const reporter = new RunReporter({
       manifest: options.manifest,
       manifestDir: options.manifestDir,
-      outDir: options.outDir,
+      output: folder.output,
       reportIntervalMs: options.timing.reportIntervalMs,
       progressIntervalMs: options.timing.progressIntervalMs,
       html: options.output.html,
@@ -208,7 +209,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
         },
         { sync: true },
       );
-      await writePlanFile(options.outDir, planned);
+      await writePlanFile(folder.output, planned);
       planned.clear();
       await folder.journal.append(plan);
       logger.info(

@@ -279,3 +279,8 @@ class LocalObjectWriter implements ObjectWriter {
     if (text) await this.#handle.writeFile(text);
   }
 }
+
+/** The store a caller named: a store as it is, a folder path as the {@link LocalOutputStore} over it. */
+export function toOutputStore(target: OutputStore | string): OutputStore {
+  return typeof target === 'string' ? new LocalOutputStore(target) : target;
+}

@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -123,10 +122,10 @@ export function sha256(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** sha256 of a file's bytes, streamed, hex. */
-export async function sha256File(file: string): Promise<string> {
+/** sha256 of a stream's bytes (an object read from a store), hex. */
+export async function sha256Stream(stream: AsyncIterable<Uint8Array | string>): Promise<string> {
   const hash = createHash('sha256');
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  for await (const chunk of stream) hash.update(chunk);
   return hash.digest('hex');
 }
 

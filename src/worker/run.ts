@@ -6,7 +6,6 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import path from 'node:path';
 import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -27,9 +26,11 @@ import { RunStop } from '../pipeline/stop.js';
 import { submitItem, UploadReader } from '../pipeline/submit.js';
 import { createPreflighter } from '../preflight/index.js';
 import { Reviewer } from '../review/index.js';
+import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
+import { LocalOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import type { Item, ItemError, ItemStatus } from '../types.js';
-import { coalescedFsyncDir } from '../util/fs.js';
 import { createRunLogger } from '../util/logger.js';
 import { sleep } from '../util/time.js';
 import { wholeNumber } from '../util/validate.js';
@@ -132,9 +133,10 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     summary.outDir = outDir;
     // For the report's header (the URL only: the key never goes to Redis).
     await redis.set(SERVICE_KEY, options.service.baseUrl);
-    const resultsDir = path.join(outDir, 'results');
+    const output = new LocalOutputStore(outDir);
+    const resultsDir = output.describe('results');
     await mkdir(resultsDir, { recursive: true });
-    const logFile = path.join(outDir, 'workers', `${name}.log`);
+    const logFile = workerLogFile(outDir, name);
     const logger = createRunLogger({
       file: logFile,
       level: options.logLevel ?? 'info',
@@ -143,7 +145,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     const emit = (event: WorkerEvent) => options.onEvent?.(event);
     emit({ type: 'start', name, outDir, log: logFile });
     const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
-    await removeLeftoverParts(resultsDir, logger, Math.max(10 * 60_000, 4 * stallTimeoutMs));
+    await removeLeftoverParts(output, logger, Math.max(10 * 60_000, 4 * stallTimeoutMs));
     logger.info(
       { event: 'worker_start', name, redis: redactUrl(options.redisUrl), concurrency, out: outDir },
       'worker started',
@@ -162,7 +164,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     const gate = new ServiceGate(rate, logger, {
       unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS,
     });
-    const preflighter = createPreflighter({ cacheDir: path.join(outDir, '.prepared'), ...options.preflight });
+    const preflighter = createPreflighter({ cacheDir: preparedDir(outDir), ...options.preflight });
     const shared: Omit<StageContext, 'store'> = {
       client,
       gate,
@@ -171,7 +173,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       stop: stop.soft,
       abort: stop.hard,
       resultsDir,
-      syncResults: coalescedFsyncDir(resultsDir),
+      output,
       uploads: new UploadReader(),
     };
     const fail = (error: KitchenError) => {
@@ -190,7 +192,9 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       const processItem = new ItemProcessor({
         redis,
         review:
-          options.review?.enabled === false ? null : { logger, outDir, threshold: options.review?.threshold },
+          options.review?.enabled === false
+            ? null
+            : { logger, outDir: output, threshold: options.review?.threshold },
         shared,
         styles,
         preflighter,
@@ -224,7 +228,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       if (options.untilDrained) {
         summary.drained = await untilDrained(redis, processItem, stop.soft);
         // Nothing is held by any worker: a partial download still there is a killed worker's.
-        if (summary.drained) await removeLeftoverParts(resultsDir, logger);
+        if (summary.drained) await removeLeftoverParts(output, logger);
         stop.begin();
       }
       await running;
@@ -283,7 +287,7 @@ async function untilDrained(redis: Redis, items: ItemProcessor, stop: AbortSigna
 interface ProcessorDeps {
   redis: Redis;
   /** What the review needs; null with `--no-review`. */
-  review: { logger: Logger; outDir: string; threshold: number | undefined } | null;
+  review: { logger: Logger; outDir: OutputStore; threshold: number | undefined } | null;
   shared: Omit<StageContext, 'store'>;
   styles: ReadonlySet<string> | null;
   preflighter: ReturnType<typeof createPreflighter>;
@@ -350,7 +354,7 @@ class ItemProcessor {
       const decision = await decide(item, {
         preflighter: this.#deps.preflighter,
         state: known,
-        outDir: this.#deps.outDir,
+        outDir: shared.output,
         retryFailed: data.retryFailed === true,
         verify: false,
         signal: shared.stop,
