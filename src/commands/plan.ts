@@ -8,6 +8,7 @@ import { inShard } from '../pipeline/shard.js';
 import { createPreflighter, describePreflight } from '../preflight/index.js';
 import { loadJournal } from '../state/journal.js';
 import { journalFile } from '../state/run-files.js';
+import { LocalOutputStore } from '../storage/local-output.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
@@ -54,6 +55,8 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
     (fold) => fold.last,
   );
   const { dir: outDir, opened: fold } = settled;
+  // Finished results are looked at (not changed) where the run keeps them.
+  const output = new LocalOutputStore(outDir);
   if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
   const preflighter = createPreflighter(options.preflight);
   const spool = await Spool.create('kitchen-batch-plan-');
@@ -65,7 +68,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
       const decision = await decide(item, {
         preflighter,
         state: fold.states.get(item.id),
-        outDir,
+        outDir: output,
         retryFailed: options.resume.retryFailed,
         verify: options.resume.verify,
       });
