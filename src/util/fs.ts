@@ -3,31 +3,6 @@ import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
- * Writes a file whole or not at all: write a temp file beside it, fsync, rename over the target,
- * then fsync the folder so the rename itself survives a power cut.
- */
-export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const handle = await open(tmp, 'w');
-  try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } catch (error) {
-    await handle.close().catch(() => {});
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  await handle.close();
-  try {
-    await rename(tmp, file);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  await fsyncDir(path.dirname(file));
-}
-
-/**
  * A file written whole or not at all, as a stream: {@link AtomicFile.write} appends (buffered, with
  * back-pressure, so nothing big is ever one string), {@link AtomicFile.commit} fsyncs, renames over
  * the target and fsyncs the folder; {@link AtomicFile.abort} removes the temp file and leaves the
