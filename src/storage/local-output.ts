@@ -78,7 +78,16 @@ export class LocalOutputStore implements OutputStore {
     const file = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.part`);
     return {
       file,
-      commit: async (key, options = {}) => this.#commit(file, await this.#writable(key), key, options),
+      commit: async (key, options = {}) => {
+        let dest: string;
+        try {
+          dest = await this.#writable(key);
+        } catch (error) {
+          await rm(file, { force: true });
+          throw error;
+        }
+        return this.#commit(file, dest, key, options);
+      },
       discard: () => rm(file, { force: true }),
     };
   }

@@ -166,6 +166,12 @@ describe('LocalOutputStore', () => {
     expect(await files(tmp.dir)).toEqual(['results/k1.jpg']);
     expect(await readFile(tmp.file('results/k1.jpg'), 'utf8')).toBe('jpeg bytes');
 
+    // A key the store refuses is no commit either: the staged file is gone all the same.
+    const refused = await store.stage('results/k3');
+    await writeFile(refused.file, 'x');
+    await expect(refused.commit('../k3.jpg')).rejects.toMatchObject({ code: 'bad_key' });
+    expect(await files(tmp.dir)).toEqual(['results/k1.jpg']);
+
     const dropped = await store.stage('results/k2');
     await writeFile(dropped.file, 'x');
     await dropped.discard();
