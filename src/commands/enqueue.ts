@@ -11,9 +11,10 @@ import { openManifest } from '../manifest/index.js';
 import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
 import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
 import { fingerprint } from '../stages/fingerprint.js';
+import { localSources } from '../storage/local-source.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
-import { sha256File } from '../util/fs.js';
+import { sha256Stream } from '../util/fs.js';
 import {
   claimRun,
   ITEM_ATTEMPTS,
@@ -256,7 +257,7 @@ async function planItem(item: Item): Promise<Planned> {
   if (item.rejection) return { item, error: `${item.rejection.code}: ${item.rejection.message}` };
   let sha: string;
   try {
-    sha = await sha256File(item.imagePath);
+    sha = await sha256Stream((await localSources.open(item.imagePath)).stream());
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     return { item, error: `cannot read ${item.image} (${code ?? (error as Error).message})` };

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { ServiceRefusedError } from '../errors.js';
 import { checkStyle, openManifest } from '../manifest/index.js';
 import { resolvePlanOptions } from '../pipeline/options.js';
@@ -7,6 +6,8 @@ import { inShard } from '../pipeline/shard.js';
 import { createPreflighter, describePreflight } from '../preflight/index.js';
 import { type Decision, decide } from '../stages/decide.js';
 import { loadJournal } from '../state/journal.js';
+import { journalFile } from '../state/run-files.js';
+import { LocalOutputStore } from '../storage/local-output.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
@@ -50,10 +51,12 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   // is refused), read without its lock.
   const settled = await settleOutDir(
     { ...options, manifestRenamed: options.resume.manifestRenamed },
-    async (dir) => (await loadJournal(path.join(dir, 'journal.jsonl'), { repair: false })).fold,
+    async (dir) => (await loadJournal(journalFile(dir), { repair: false })).fold,
     (fold) => fold.last,
   );
   const { dir: outDir, opened: fold } = settled;
+  // Finished results are looked at (not changed) where the run keeps them.
+  const output = new LocalOutputStore(outDir);
   if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
   const preflighter = createPreflighter(options.preflight);
   const spool = await Spool.create('kitchen-batch-plan-');
@@ -65,7 +68,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
       const decision = await decide(item, {
         preflighter,
         state: fold.states.get(item.id),
-        outDir,
+        outDir: output,
         retryFailed: options.resume.retryFailed,
         verify: options.resume.verify,
       });

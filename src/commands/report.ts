@@ -1,4 +1,4 @@
-import { mkdir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
@@ -9,6 +9,9 @@ import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
 import { planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
+import { journalFile } from '../state/run-files.js';
+import { LocalOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import type { Report, ReportItem } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
 import { isoWithOffset } from '../util/time.js';
@@ -48,12 +51,13 @@ export async function rebuildReports(
   options: { json: boolean; html: boolean },
 ): Promise<number> {
   const run = await readRun(outDir, deps);
+  const output = new LocalOutputStore(outDir);
   const written = await writeReports(
-    outDir,
-    { info: run.info, rows: () => reportRows(outDir, run.plan, run.fold) },
+    output,
+    { info: run.info, rows: () => reportRows(output, run.plan, run.fold) },
     { html: options.html, ...(run.plan?.manifest_dir ? { manifestDir: run.plan.manifest_dir } : {}) },
   );
-  return finish(written.run, outDir, options.json, deps);
+  return finish(written.run, output, options.json, deps);
 }
 
 /**
@@ -70,6 +74,7 @@ async function mergeCommand(
     throw new UsageError('usage: kitchen-batch report --merge <out-dir> <out-dir>... --out <merged-dir>');
   }
   const outDir = path.resolve(deps.cwd, values.out);
+  const output = new LocalOutputStore(outDir);
   const parts = dirs.map((dir) => path.resolve(deps.cwd, dir));
   const infos: RunInfo[] = [];
   for (const part of parts) infos.push(await readRunInfo(await runFolder(part)));
@@ -79,22 +84,23 @@ async function mergeCommand(
     for (const [index, dir] of parts.entries()) {
       const { plan, fold } = await readRun(dir, deps, false);
       const manifestDir = plan?.manifest_dir ?? null;
-      for await (const item of reportRows(dir, plan, fold)) {
+      const part = new LocalOutputStore(dir);
+      for await (const item of reportRows(part, plan, fold)) {
         if (!checked) await checkDisjoint(owners, item.id, index, parts);
-        // Paths stay valid from the merged folder: results are not copied.
-        const output = item.output
-          ? path.relative(outDir, path.join(dir, item.output)).split(path.sep).join('/')
+        // Links stay valid from the merged folder: results are not copied. Both are local folders
+        // named on the command line, so the link is a relative path from one to the other.
+        const link = item.output
+          ? path.relative(outDir, part.refOf(item.output)).split(path.sep).join('/')
           : null;
         const image =
           manifestDir && !path.isAbsolute(item.image) ? path.resolve(manifestDir, item.image) : item.image;
-        yield { ...item, output, image };
+        yield { ...item, output: link, image };
       }
     }
     checked = true;
   };
-  await mkdir(outDir, { recursive: true });
-  const written = await writeReports(outDir, { info: mergedInfo(infos), rows }, { html: !values['no-html'] });
-  return finish(written.run, outDir, values.json ?? false, deps);
+  const written = await writeReports(output, { info: mergedInfo(infos), rows }, { html: !values['no-html'] });
+  return finish(written.run, output, values.json ?? false, deps);
 }
 
 /**
@@ -117,14 +123,13 @@ async function redisReport(
         `${redactUrl(checked)} holds no worker run: kitchen-batch enqueue <manifest> --redis URL first`,
       );
     }
-    const outDir = values.out ? path.resolve(deps.cwd, values.out) : meta.out;
-    await mkdir(outDir, { recursive: true });
-    const written = await writeReports(outDir, await redisReportSource(redis, meta), {
+    const output = new LocalOutputStore(values.out ? path.resolve(deps.cwd, values.out) : meta.out);
+    const written = await writeReports(output, await redisReportSource(redis, meta), {
       html: !values['no-html'],
       manifestDir: path.dirname(meta.manifest),
       hints: WORKER_HINTS,
     });
-    return finish(written.run, outDir, values.json ?? false, deps);
+    return finish(written.run, output, values.json ?? false, deps);
   });
 }
 
@@ -134,7 +139,7 @@ async function checkDisjoint(owners: IdIndex, id: string, part: number, parts: s
   if (earlier !== undefined) {
     // The index keys ids by a 48-bit hash: a match is confirmed against the earlier part's plan.
     const { plan, fold } = await readRun(parts[earlier]!, undefined, false);
-    for await (const entry of planEntries(parts[earlier]!, plan, fold)) {
+    for await (const entry of planEntries(new LocalOutputStore(parts[earlier]!), plan, fold)) {
       if (entry.id === id) {
         throw new StateError(
           'merge_overlap',
@@ -166,7 +171,7 @@ function mergedInfo(infos: RunInfo[]): RunInfo {
 
 /** Checks `dir` holds a run's journal; returns it. */
 export async function runFolder(dir: string): Promise<string> {
-  if (!(await stat(path.join(dir, 'journal.jsonl')).catch(() => null))) {
+  if (!(await stat(journalFile(dir)).catch(() => null))) {
     throw new StateError('no_journal', `${dir} has no journal.jsonl: is it the --out folder of a run?`);
   }
   return dir;
@@ -178,7 +183,7 @@ async function readRunInfo(dir: string): Promise<RunInfo> {
   const lastRun = (record: JournalRecord) => {
     if (record.t === 'run') run = record;
   };
-  await scanJournal(path.join(dir, 'journal.jsonl'), lastRun, { repair: false });
+  await scanJournal(journalFile(dir), lastRun, { repair: false });
   return {
     manifest: run?.manifest ?? '',
     base_url: run?.base_url ?? '',
@@ -190,7 +195,7 @@ async function readRunInfo(dir: string): Promise<RunInfo> {
 /** A run folder read for its report: its journal folded compactly (what reports show) and its last run and plan. */
 async function readRun(dir: string, deps?: CommandDeps, warn = true) {
   const fold = new JournalFold({ lean: true });
-  const { tornLine } = await scanJournal(path.join(dir, 'journal.jsonl'), (record) => fold.add(record), {
+  const { tornLine } = await scanJournal(journalFile(dir), (record) => fold.add(record), {
     repair: false,
   });
   if (tornLine !== null && warn) {
@@ -206,13 +211,13 @@ async function readRun(dir: string, deps?: CommandDeps, warn = true) {
   return { fold: fold.states, plan, info };
 }
 
-function finish(run: Report['run'], outDir: string, json: boolean, deps: CommandDeps): number {
+function finish(run: Report['run'], output: OutputStore, json: boolean, deps: CommandDeps): number {
   const t = run.totals;
   deps.stdout.write(
     json
-      ? `${JSON.stringify({ out_dir: outDir, totals: t })}\n`
+      ? `${JSON.stringify({ out_dir: output.location, totals: t })}\n`
       : `${t.items} items: ${t.succeeded} succeeded, ${t.failed} failed, ${t.rejected} rejected, ${t.incomplete} incomplete\n` +
-          `report: ${path.join(outDir, 'report.html')}\n`,
+          `report: ${output.describe('report.html')}\n`,
   );
   return t.succeeded === t.items ? 0 : 1;
 }

@@ -33,7 +33,7 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
   try {
     const store = new ItemStore(folder.journal, folder.states, { interner: folder.interner });
     const reviewer = new Reviewer({
-      outDir,
+      outDir: folder.output,
       states: store,
       record: (record) => store.record(record),
       logger: folder.logger,

@@ -84,7 +84,6 @@ export class Flow {
     this.#driver = {
       ctx: deps.ctx,
       preflighter: deps.preflighter,
-      outDir: options.outDir,
       jobTimeoutMs: options.jobTimeoutMs,
       retryAmbiguous: options.retryAmbiguous,
       polledElsewhere: false,

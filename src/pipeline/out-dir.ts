@@ -11,6 +11,7 @@ import path from 'node:path';
 import { StateError } from '../errors.js';
 import type { LastRun } from '../state/fold.js';
 import { scanJournal } from '../state/journal.js';
+import { journalFile } from '../state/run-files.js';
 
 /** A folder's last `run` and `plan` records, as a journal's fold or an open run folder has them. */
 export type LastRecords = { [K in keyof LastRun]?: LastRun[K] | undefined };
@@ -143,7 +144,7 @@ export async function settleOutDir<T>(
 export async function readLastRun(dir: string): Promise<LastRun> {
   const found: LastRun = {};
   await scanJournal(
-    path.join(dir, 'journal.jsonl'),
+    journalFile(dir),
     (record) => {
       if (record.t === 'run') found.run = record;
       else if (record.t === 'plan') found.plan = record;

@@ -85,7 +85,7 @@ async function journalStart(run: OpenedRun, parts: RunParts): Promise<void> {
     },
     { sync: true },
   );
-  await writePlanFile(options.outDir, run.planned);
+  await writePlanFile(run.folder.output, run.planned);
   run.planned.clear();
   await folder.journal.append(parts.plan);
   parts.logger.info(

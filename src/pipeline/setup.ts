@@ -4,7 +4,6 @@
  * thumbnails, the service (`connect`), the flow and the reporter (`assembleRun`), and their orderly
  * close (`closeRun`).
  */
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
 import { checkManifestFile, type Manifest, openManifest } from '../manifest/index.js';
@@ -19,9 +18,9 @@ import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
 import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines } from '../state/plan-file.js';
+import { preparedDir } from '../state/run-files.js';
 import { openRunFolder, type RunFolder } from '../state/run-folder.js';
 import type { Item } from '../types.js';
-import { coalescedFsyncDir } from '../util/fs.js';
 import type { RunEvent } from './events.js';
 import { Flow } from './flow.js';
 import {
@@ -128,12 +127,17 @@ export function assembleRun(run: OpenedRun): RunParts {
   });
   // report.html's first thumbnails are made as results arrive (only when there is to be a page).
   const thumbnails = options.output.html
-    ? new EarlyThumbnails({ ...options, first: run.first, states: store })
+    ? new EarlyThumbnails({
+        output: folder.output,
+        manifestDir: options.manifestDir,
+        first: run.first,
+        states: store,
+      })
     : null;
   // Each result is reviewed against its source as it arrives, off the critical path.
   const reviewer = options.review.enabled
     ? new Reviewer({
-        outDir: options.outDir,
+        outDir: folder.output,
         states: store,
         record: (record) => store.record(record),
         logger,
@@ -169,11 +173,11 @@ export function assembleRun(run: OpenedRun): RunParts {
     stop: stop.soft,
     abort: stop.hard,
     resultsDir: folder.resultsDir,
-    syncResults: coalescedFsyncDir(folder.resultsDir),
+    output: folder.output,
     uploads: new UploadReader(),
   };
   const preflighter = createPreflighter({
-    cacheDir: path.join(options.outDir, '.prepared'),
+    cacheDir: preparedDir(options.outDir),
     ...options.preflight,
     // The as-is check's small rendition is the review's view of the source: not decoded twice.
     ...(reviewer ? { onSample: (sha: string, sample) => reviewer.offerSource(sha, sample) } : {}),
@@ -192,7 +196,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   const reporter = new RunReporter({
     manifest: options.manifest,
     manifestDir: options.manifestDir,
-    outDir: options.outDir,
+    output: folder.output,
     reportIntervalMs: options.timing.reportIntervalMs,
     progressIntervalMs: options.timing.progressIntervalMs,
     html: options.output.html,

@@ -10,13 +10,15 @@
  * - Work is memoised per path and per content hash, bounded by a pool, and prepared files are
  *   cached on disk by content hash so a rerun does no sharp work again.
  */
-import { mkdir, mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
 import { SNIFF_BYTES } from '../image/sniff.js';
+import { localSources } from '../storage/local-source.js';
+import type { SourceStore } from '../storage/types.js';
 import type { RejectCode } from '../types.js';
-import { sha256, sha256File } from '../util/fs.js';
+import { sha256, sha256Stream } from '../util/fs.js';
 import { flag, OptionError, wholeNumber } from '../util/validate.js';
 import {
   type Analysis,
@@ -86,6 +88,8 @@ export interface PreflightOptions {
   onSample?: (sourceSha256: string, sample: PixelSample) => void;
   /** Test and diagnostics hook, called for each unit of work done (not for memoised calls). */
   onWork?: (event: PreflightWorkEvent) => void;
+  /** Where source images are read. @default the local files */
+  sources?: SourceStore;
 }
 
 /** What the preflight did with an accepted image. */
@@ -186,6 +190,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   const key = cacheKey(limits);
   const onWork = options.onWork;
   const limiter = createLimiter(concurrency);
+  const sources = options.sources ?? localSources;
 
   const ownsDir = options.cacheDir === undefined;
   let dirPromise: Promise<string> | undefined;
@@ -229,7 +234,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
         if (entry.waiters === 0) throw new DOMException('preflight aborted before it started', 'AbortError');
         let source: Awaited<ReturnType<typeof readSource>>;
         try {
-          source = await readSource(abs);
+          source = await readSource(sources, abs);
         } catch (error) {
           const refusal = unreadable(error);
           if (!refusal) throw error;
@@ -310,25 +315,23 @@ interface Source {
   bytes: number;
 }
 
-async function readSource(abs: string): Promise<Source & { sha: string; file: SourceFile }> {
-  const info = await stat(abs);
-  if (!info.isFile()) throw Object.assign(new Error(`${abs} is not a file`), { code: 'EISDIR' });
-  const file = { size: info.size, mtimeMs: info.mtimeMs };
-  if (info.size <= IN_MEMORY_LIMIT) {
+async function readSource(
+  sources: SourceStore,
+  ref: string,
+): Promise<Source & { sha: string; file: SourceFile }> {
+  // Not a file (a folder) or not there: the store throws the file system's code, see unreadable().
+  const source = await sources.open(ref);
+  const file = { size: source.size, mtimeMs: source.mtimeMs };
+  if (source.size <= IN_MEMORY_LIMIT) {
     // Hash and decode the very same bytes, so the fingerprint always matches what was checked.
-    const data = await readFile(abs);
+    const data = await source.bytes();
     return { sha: sha256(data), file, input: data, head: data.subarray(0, SNIFF_BYTES), bytes: data.length };
   }
-  // Huge files (usually not images at all) are streamed for the hash and left for sharp to read.
-  const sha = await sha256File(abs);
-  const handle = await open(abs, 'r');
-  try {
-    const head = Buffer.alloc(SNIFF_BYTES);
-    const { bytesRead } = await handle.read(head, 0, SNIFF_BYTES, 0);
-    return { sha, file, input: abs, head: head.subarray(0, bytesRead), bytes: info.size };
-  } finally {
-    await handle.close();
-  }
+  // Huge sources (usually not images at all) are streamed for the hash and left for sharp to read
+  // from their local file; one with no local file is decoded from memory.
+  const sha = await sha256Stream(source.stream());
+  const head = await source.head(SNIFF_BYTES);
+  return { sha, file, input: source.localPath ?? (await source.bytes()), head, bytes: source.size };
 }
 
 /** File-system errors that mean "there is no readable image here"; anything else is thrown. */

@@ -2,6 +2,7 @@ import { type PlanEntry, planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import type { StateLookup } from '../state/table.js';
+import type { OutputStore } from '../storage/types.js';
 import type { ItemError, Report, ReportItem, ReportTotals, RunStats } from '../types.js';
 import { grown } from '../util/packed.js';
 
@@ -164,7 +165,7 @@ export class Tally {
  * an item the run never reached.
  */
 export async function* reportRows(
-  dir: string,
+  dir: OutputStore | string,
   plan: Extract<JournalRecord, { t: 'plan' }> | undefined,
   states: StateLookup,
 ): AsyncGenerator<ReportItem> {

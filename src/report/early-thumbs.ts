@@ -1,14 +1,18 @@
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import PQueue from 'p-queue';
 import type { RunEvent } from '../pipeline/events.js';
 import type { StateLookup } from '../state/table.js';
+import { localSources } from '../storage/local-source.js';
+import type { OutputStore, SourceStore } from '../storage/types.js';
 import { reportItem } from './build.js';
 import { ensureThumbnail, planThumbs, ThumbNames } from './thumbs.js';
 
 /** What {@link EarlyThumbnails} reads. */
 export interface EarlyThumbnailsDeps {
-  outDir: string;
+  /** The run's outputs: thumbnails go to `thumbs/`, results are read from `results/`. */
+  output: OutputStore;
+  /** Where source images are read. @default the local files */
+  sources?: SourceStore;
   manifestDir: string;
   /** The items report.html lists first (by id): theirs are made as their results arrive. */
   first: ReadonlySet<string>;
@@ -26,7 +30,6 @@ export class EarlyThumbnails {
   readonly #deps: EarlyThumbnailsDeps;
   readonly #queue = new PQueue({ concurrency: 1 });
   readonly #names = new ThumbNames();
-  #ready: Promise<unknown> | undefined;
 
   constructor(deps: EarlyThumbnailsDeps) {
     this.#deps = deps;
@@ -37,20 +40,19 @@ export class EarlyThumbnails {
     if (event.type !== 'item' || event.status !== 'succeeded' || !this.#deps.first.has(event.id)) return;
     const state = this.#deps.states.get(event.id);
     if (!state) return;
-    const { outDir, manifestDir } = this.#deps;
+    const { output, manifestDir } = this.#deps;
+    const stores = { output, sources: this.#deps.sources ?? localSources };
     const thumbs = planThumbs(reportItem(state), {
-      outDir,
+      output,
       names: this.#names,
+      // A source is named relative to the manifest's folder, not to the outputs.
       sourcePath: (item) =>
         path.isAbsolute(item.image) ? item.image : path.resolve(manifestDir, item.image),
     });
-    this.#ready ??= mkdir(path.join(outDir, 'thumbs'), { recursive: true });
-    const ready = this.#ready;
     for (const job of [thumbs.srcJob, thumbs.outJob]) {
       if (!job) continue;
       void this.#queue.add(async () => {
-        await ready;
-        await ensureThumbnail(job, this.#deps.size ?? 320);
+        await ensureThumbnail(job, this.#deps.size ?? 320, stores);
       });
     }
   };

@@ -2,6 +2,7 @@ import type { ServiceGate } from '../api/gate.js';
 import type { FlowCounts, ProgressCounts, RunEvent } from '../pipeline/events.js';
 import type { ItemStore } from '../state/items.js';
 import type { JournalRecord } from '../state/records.js';
+import type { OutputStore } from '../storage/types.js';
 import type { ItemError, ReportItem } from '../types.js';
 import { isoWithOffset, monotonicMs } from '../util/time.js';
 import { isUnfinishedDefault, type RunInfo, reportRows } from './build.js';
@@ -23,7 +24,8 @@ async function* withWindow(
 export interface ReporterDeps {
   manifest: string;
   manifestDir: string;
-  outDir: string;
+  /** The run's outputs: the reports are written there, the plan file read from there. */
+  output: OutputStore;
   baseUrl: string;
   /** The run's item count (after sharding). */
   total: number;
@@ -105,7 +107,7 @@ export class RunReporter {
 
   /** Writes report.json and report.csv (and report.html when `final` and asked for). */
   async write(final: boolean): Promise<WrittenReport> {
-    const { outDir, plan, store, gate, flow, polls } = this.#deps;
+    const { output, plan, store, gate, flow, polls } = this.#deps;
     const stats = gate.stats;
     const durationMs = Math.round(monotonicMs() - this.#startedMono);
     const round = (value: number, places: number) => Number(value.toFixed(places));
@@ -131,8 +133,8 @@ export class RunReporter {
       },
     };
     return writeReports(
-      outDir,
-      { info, rows: () => withWindow(reportRows(outDir, plan, store), flow.expired) },
+      output,
+      { info, rows: () => withWindow(reportRows(output, plan, store), flow.expired) },
       { html: final && this.#deps.html, manifestDir: this.#deps.manifestDir },
     );
   }

@@ -1,29 +1,40 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import sharp from 'sharp';
 import { sniff } from '../image/sniff.js';
 import { normalisation } from '../preflight/analyse.js';
+import { LocalOutputStore } from '../storage/local-output.js';
+import { localSources } from '../storage/local-source.js';
+import type { OpenedSource, OutputStore, SourceStore } from '../storage/types.js';
 import type { ReportItem } from '../types.js';
 import { safeId } from '../util/ids.js';
 
 /** One thumbnail to make: a source image and where its thumbnail goes. */
 export interface ThumbJob {
-  /** Absolute path of the image to shrink. */
+  /** The image to shrink: a {@link SourceStore} reference (a result's is its output store's `refOf`). */
   source: string;
-  /** Absolute path of the thumbnail (WebP). */
+  /** The thumbnail's key in the output store (`thumbs/<name>.webp`); an absolute path without stores. */
   dest: string;
 }
 
 /** What became of one thumbnail: its state and the file that serves as it (see {@link ensureThumbnail}). */
 export interface ThumbOutcome {
   state: 'reused' | 'created' | 'failed';
-  /** The thumbnail file: `dest`, or `dest` with the source's own extension when it was copied. */
+  /** The thumbnail: `dest`, or `dest` with the source's own extension when it was copied. */
   file: string;
+}
+
+/** Where thumbnails read their images and write themselves. */
+export interface ThumbStores {
+  sources: SourceStore;
+  output: OutputStore;
 }
 
 /** Sources up to this size are read to see whether they are thumbnail-sized already. */
 const SMALL_BYTES = 256 * 1024;
+
+/** Media types of the thumbnails: a shrunk WebP, or a copy in its own format. */
+const THUMB_TYPE: Record<string, string> = { webp: 'image/webp', jpg: 'image/jpeg', png: 'image/png' };
 
 /** Options of {@link ensureThumbnails}. */
 export interface ThumbOptions {
@@ -39,46 +50,59 @@ export interface ThumbOptions {
  * WebP, whole, no larger than `size`) is copied as it is, under its own extension: no decode, no
  * encode. Anything else is shrunk to a WebP at `dest`. Never throws for a bad image: a missing,
  * unreadable or corrupt source is `'failed'` and the page shows a placeholder instead.
+ *
+ * Without `stores`, `source` is a local path and `dest` an absolute path, whose folder is the store.
  */
-export async function ensureThumbnail(job: ThumbJob, size: number): Promise<ThumbOutcome> {
-  let source: { mtimeMs: number; size: number };
+export async function ensureThumbnail(
+  job: ThumbJob,
+  size: number,
+  stores?: ThumbStores,
+): Promise<ThumbOutcome> {
+  if (stores) return makeThumbnail(job, size, stores);
+  const dir = path.dirname(job.dest);
+  const output = new LocalOutputStore(dir);
+  const made = await makeThumbnail({ source: job.source, dest: path.basename(job.dest) }, size, {
+    sources: localSources,
+    output,
+  });
+  return { state: made.state, file: output.describe(made.file) };
+}
+
+async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): Promise<ThumbOutcome> {
+  let source: OpenedSource;
   try {
-    source = await stat(job.source);
+    source = await stores.sources.open(job.source);
   } catch {
     return { state: 'failed', file: job.dest };
   }
   let copy: Buffer | null = null;
   let dest = job.dest;
+  let ext = 'webp';
   if (source.size <= SMALL_BYTES) {
-    const bytes = await readFile(job.source).catch(() => null);
-    const ext = bytes ? thumbnailSized(bytes, size) : null;
-    if (bytes && ext && (await shownAsUploaded(bytes))) {
+    const bytes = await source.bytes().catch(() => null);
+    const own = bytes ? thumbnailSized(bytes, size) : null;
+    if (bytes && own && (await shownAsUploaded(bytes))) {
       copy = bytes;
-      dest = job.dest.replace(/\.webp$/, `.${ext}`);
+      ext = own;
+      dest = job.dest.replace(/\.webp$/, `.${own}`);
     }
   }
+  // `>=`: a thumb written in the same millisecond as its source was still made from that source.
+  const made = await stores.output.head(dest).catch(() => null);
+  if (made && made.mtimeMs >= source.mtimeMs) return { state: 'reused', file: dest };
   try {
-    // `>=`: a thumb written in the same millisecond as its source was still made from that source.
-    if ((await stat(dest)).mtimeMs >= source.mtimeMs) return { state: 'reused', file: dest };
-  } catch {
-    // No thumbnail yet.
-  }
-  // Temp file + rename: a crash mid-write must not leave a torn thumb that the mtime check would keep.
-  // No fsync: a thumbnail is a cache, and 10,000 fsyncs would make reports slow.
-  const tmp = `${dest}.${randomBytes(4).toString('hex')}.tmp`;
-  try {
-    if (copy) await writeFile(tmp, copy);
-    else {
-      await sharp(job.source, { failOn: 'error' })
+    const body =
+      copy ??
+      (await sharp(source.localPath ?? (await source.bytes()), { failOn: 'error' })
         .rotate() // honour EXIF orientation so phone photos are not shown sideways
         .resize(size, size, { fit: 'inside', withoutEnlargement: true })
         .webp({ quality: 74, effort: 0 })
-        .toFile(tmp);
-    }
-    await rename(tmp, dest);
+        .toBuffer());
+    // Atomic (a crash mid-write must not leave a torn thumb that the time check would keep), but not
+    // durable: a thumbnail is a cache, and 10,000 fsyncs would make reports slow.
+    await stores.output.put(dest, body, { contentType: THUMB_TYPE[ext] ?? 'image/webp', durable: false });
     return { state: 'created', file: dest };
   } catch {
-    await rm(tmp, { force: true }).catch(() => {});
     return { state: 'failed', file: dest };
   }
 }
@@ -116,7 +140,7 @@ function thumbnailSized(bytes: Buffer, size: number): string | null {
  */
 export async function ensureThumbnails(
   jobs: readonly ThumbJob[],
-  options: ThumbOptions,
+  options: ThumbOptions & ThumbStores,
 ): Promise<Map<string, ThumbOutcome>> {
   const unique = new Map<string, ThumbJob>();
   for (const job of jobs) if (!unique.has(job.dest)) unique.set(job.dest, job);
@@ -125,7 +149,7 @@ export async function ensureThumbnails(
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let job = queue[next++]; job !== undefined; job = queue[next++]) {
-      outcomes.set(job.dest, await ensureThumbnail(job, options.size));
+      outcomes.set(job.dest, await ensureThumbnail(job, options.size, options));
     }
   };
   const workers = Math.max(1, Math.min(options.concurrency, queue.length));
@@ -135,7 +159,7 @@ export async function ensureThumbnails(
 
 /** Where an item's thumbnails go, and its result's link. */
 export interface PlannedThumbs {
-  /** The result file and its link relative to the report, or null. */
+  /** The result (its source reference) and its link relative to the report, or null. */
   result: { file: string; href: string } | null;
   /** The source image's thumbnail, or null when the source is unknown. */
   srcJob: ThumbJob | null;
@@ -145,11 +169,11 @@ export interface PlannedThumbs {
 
 /** What {@link planThumbs} needs besides the item. */
 export interface ThumbContext {
-  /** The report's folder (thumbnails go to `thumbs/` in it). */
-  outDir: string;
+  /** The report's store (thumbnails go to `thumbs/` in it; results are linked from its root). */
+  output: OutputStore;
   /** Names given so far (one instance per report, so that names are unique in it). */
   names: ThumbNames;
-  /** Absolute path of the item's source image, or null when unknown. */
+  /** Reference of the item's source image, or null when unknown. */
   sourcePath: (item: ReportItem) => string | null;
 }
 
@@ -158,15 +182,12 @@ export interface ThumbContext {
  * results arrive, and the report makes the rest: both plan them here, so names agree.
  */
 export function planThumbs(item: ReportItem, ctx: ThumbContext): PlannedThumbs {
-  const thumbsDir = path.join(ctx.outDir, 'thumbs');
   const source = safeSourcePath(ctx.sourcePath, item);
-  const result = resultPath(ctx.outDir, item.output);
+  const result = resultLink(ctx.output, item.output);
   return {
     result,
-    srcJob: source ? { source, dest: path.join(thumbsDir, ctx.names.forSource(source)) } : null,
-    outJob: result
-      ? { source: result.file, dest: path.join(thumbsDir, ctx.names.forResult(result.file)) }
-      : null,
+    srcJob: source ? { source, dest: `thumbs/${ctx.names.forSource(source)}` } : null,
+    outJob: result ? { source: result.file, dest: `thumbs/${ctx.names.forResult(result.file)}` } : null,
   };
 }
 
@@ -181,16 +202,15 @@ function safeSourcePath(resolve: ThumbContext['sourcePath'], item: ReportItem): 
 }
 
 /**
- * The result file and its relative link. report.json writes `results/<id>.<ext>`; a merged report of
+ * The result and its relative link. report.json writes `results/<id>.<ext>`; a merged report of
  * shards points into the sibling shard folders (`../shard-1/results/...`). Absolute paths and URLs
  * are not ours to link or read.
  */
-function resultPath(outDir: string, output: string | null): { file: string; href: string } | null {
-  if (!output || /^[a-z][a-z0-9+.-]*:/i.test(output) || path.isAbsolute(output)) return null;
-  const file = path.resolve(outDir, output);
-  const rel = path.relative(outDir, file);
-  if (rel === '' || path.isAbsolute(rel)) return null;
-  return { file, href: rel.split(path.sep).map(encodeURIComponent).join('/') };
+function resultLink(output: OutputStore, link: string | null): { file: string; href: string } | null {
+  if (!link || /^[a-z][a-z0-9+.-]*:/i.test(link) || path.isAbsolute(link)) return null;
+  const rel = path.posix.normalize(link.split(path.sep).join('/'));
+  if (rel === '.' || rel === './' || rel.startsWith('/')) return null;
+  return { file: output.refOf(rel), href: rel.split('/').map(encodeURIComponent).join('/') };
 }
 
 /**

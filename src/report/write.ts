@@ -1,6 +1,7 @@
 import path from 'node:path';
+import { toOutputStore } from '../storage/local-output.js';
+import type { OutputStore, SourceStore } from '../storage/types.js';
 import type { Report, ReportItem } from '../types.js';
-import { AtomicFile } from '../util/fs.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
 import { type RunInfo, Tally } from './build.js';
 import { csvHeader, csvRow } from './csv.js';
@@ -21,6 +22,8 @@ export interface WriteReportsOptions {
   manifestDir?: string;
   /** report.html's "how to fix" hints by error code. @default a `run`'s (ERROR_HINTS) */
   hints?: Readonly<Record<string, string>>;
+  /** Where the thumbnails' source images are read. @default the local files */
+  sources?: SourceStore;
 }
 
 /** What {@link writeReports} wrote, in brief. */
@@ -46,19 +49,20 @@ export const PAGE_FIRST = 2000;
 export const PAGE_PROBLEMS = 20_000;
 
 /**
- * Writes report.json and report.csv, streamed and atomic (temp file, fsync, rename), and
- * report.html when asked. Memory stays bounded by the page's items, whatever the run's size.
+ * Writes report.json and report.csv, streamed and atomic (the store's writers: temp file, fsync,
+ * rename for a folder), and report.html when asked. `outDir` is the run's output store, or its folder. Memory stays bounded by the page's items, whatever the run's size.
  */
 export async function writeReports(
-  outDir: string,
+  outDir: OutputStore | string,
   source: ReportSource,
   options: WriteReportsOptions = {},
 ): Promise<WrittenReport> {
   const tally = new Tally();
   for await (const item of source.rows()) tally.add(item);
   const run = tally.header(source.info);
-  const json = await AtomicFile.open(path.join(outDir, 'report.json'));
-  const csv = await AtomicFile.open(path.join(outDir, 'report.csv'));
+  const output = toOutputStore(outDir);
+  const json = await output.writer('report.json', { contentType: 'application/json' });
+  const csv = await output.writer('report.csv', { contentType: 'text/csv; charset=utf-8' });
   const html = options.html ?? true;
   const page: ReportItem[] = [];
   const problems: ReportItem[] = [];
@@ -90,7 +94,8 @@ export async function writeReports(
   if (html) {
     const base = options.manifestDir;
     await writeHtmlReport({
-      outDir,
+      outDir: output,
+      ...(options.sources ? { sources: options.sources } : {}),
       report: { run, items: page },
       ...(options.hints ? { hints: options.hints } : {}),
       sourcePath: (item) =>

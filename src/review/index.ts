@@ -6,11 +6,12 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { RunEvent } from '../pipeline/events.js';
 import type { ItemRecord } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
+import { toOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import { startProcess } from '../util/fork.js';
 import type { ReviewFatal, ReviewReply, ReviewRequest, SourceSample } from './child.js';
 import { DuplicateIndex } from './compare.js';
@@ -20,7 +21,8 @@ export { DEFAULT_THRESHOLD } from './flags.js';
 
 /** What the reviewer reads and writes. */
 export interface ReviewerDeps {
-  outDir: string;
+  /** The run's outputs, or their folder: where each item's result is read. */
+  outDir: OutputStore | string;
   /** The items' states (the run's store or a journal's table). */
   states: { get(id: string): ItemState | undefined };
   /** Journals the verdict. */
@@ -53,6 +55,7 @@ const CHILD_FAILURES = 3;
  */
 export class Reviewer {
   readonly #deps: ReviewerDeps;
+  readonly #output: OutputStore;
   #pending: string[] = [];
   #head = 0;
   #active = 0;
@@ -67,6 +70,7 @@ export class Reviewer {
 
   constructor(deps: ReviewerDeps) {
     this.#deps = deps;
+    this.#output = toOutputStore(deps.outDir);
   }
 
   /** Listens to item events: a result that arrived now, or one an earlier run left unreviewed. */
@@ -185,7 +189,8 @@ export class Reviewer {
     const request = {
       source: source.path,
       sourceKey: source.sha256 || source.path,
-      result: path.join(this.#deps.outDir, state.output),
+      // The child decodes local files: the result's reference is its path in a local folder.
+      result: this.#output.refOf(state.output),
       module: state.module,
       threshold: this.#deps.threshold ?? DEFAULT_THRESHOLD,
     };

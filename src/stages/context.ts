@@ -3,6 +3,7 @@ import type { KitchenClient } from '../api/client.js';
 import type { ServiceGate } from '../api/gate.js';
 import type { ItemStore } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
+import type { OutputStore } from '../storage/types.js';
 import type { PreparedUpload } from './decide.js';
 import type { FailureContext, Outcome, Stage } from './outcomes.js';
 import { failureOutcome } from './outcomes.js';
@@ -35,10 +36,10 @@ export interface StageContext<Store extends StageStore = StageStore> {
   stop: AbortSignal;
   /** Hard stop: requests in flight are aborted. */
   abort: AbortSignal;
-  /** `<out>/results`. */
+  /** Where results are written, as messages about the disk name it (`<out>/results`). */
   resultsDir: string;
-  /** fsyncs `resultsDir` after a rename into it (shared between concurrent downloads). */
-  syncResults: () => Promise<void>;
+  /** The run's outputs: a result is staged, verified and committed under `results/` here. */
+  output: OutputStore;
   /** Reads the bytes to upload (recent ones are kept for the other styles of the image). */
   uploads: { read(upload: PreparedUpload): Promise<Uint8Array> };
 }

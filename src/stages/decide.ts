@@ -1,11 +1,12 @@
-import { stat } from 'node:fs/promises';
-import path from 'node:path';
 import type { Preflighter, PreflightResult } from '../preflight/index.js';
 import type { ItemIdentity } from '../state/items.js';
 import type { SourceIdentity } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
+import { toOutputStore } from '../storage/local-output.js';
+import { localSources } from '../storage/local-source.js';
+import type { OutputStore, SourceStore } from '../storage/types.js';
 import type { Item, ItemError } from '../types.js';
-import { sha256File } from '../util/fs.js';
+import { sha256Stream } from '../util/fs.js';
 import { fingerprint } from './fingerprint.js';
 
 /** A preflight that passed: what gets uploaded. */
@@ -38,12 +39,14 @@ export interface DecideDeps {
   preflighter: Preflighter;
   /** The journal's state of the item, if any. */
   state: ItemState | undefined;
-  /** The run's output folder (to check result files). */
-  outDir: string;
+  /** The run's outputs, or their folder (to check result files). */
+  outDir: OutputStore | string;
   retryFailed: boolean;
   /** Hash every finished result instead of trusting an unchanged size and mtime. */
   verify: boolean;
   signal?: AbortSignal;
+  /** Where source images are looked at. @default the local files */
+  sources?: SourceStore;
 }
 
 /**
@@ -70,12 +73,12 @@ export async function decide(item: Item, deps: DecideDeps): Promise<Decision> {
   // The source's hash is trusted from the journal while path, size and mtime are unchanged; only
   // then is the file not read. (A new item's size and mtime come from the preflight's own read.)
   const known = state?.src;
-  const st = known ? await stat(item.imagePath).catch(() => null) : null;
+  const st = known ? await (deps.sources ?? localSources).stat(item.imagePath).catch(() => null) : null;
   let preflight: PreflightResult | null = null;
   let file: { size: number; mtimeMs: number } | null = null;
   let sha: string | null;
   if (
-    st?.isFile() &&
+    st &&
     known &&
     known.path === item.imagePath &&
     known.size === st.size &&
@@ -137,11 +140,17 @@ async function submitAfterPreflight(
 }
 
 /** A finished result is intact when its size and mtime are as recorded (or, with `verify`, its sha256). */
-export async function resultIntact(state: ItemState, outDir: string, verify: boolean): Promise<boolean> {
+export async function resultIntact(
+  state: ItemState,
+  outDir: OutputStore | string,
+  verify: boolean,
+): Promise<boolean> {
   if (!state.output || !state.sha256) return false;
-  const file = path.join(outDir, state.output);
-  const st = await stat(file).catch(() => null);
-  if (!st?.isFile() || st.size !== state.bytes) return false;
+  const output = toOutputStore(outDir);
+  // The journal's `output` is the result's key (`results/<id>.<ext>`); a key the store refuses is no result.
+  const st = await output.head(state.output).catch(() => null);
+  if (!st || st.size !== state.bytes) return false;
   if (!verify && st.mtimeMs === state.mtimeMs) return true;
-  return (await sha256File(file).catch(() => null)) === state.sha256;
+  const key = state.output;
+  return (await output.get(key).then(sha256Stream, () => null)) === state.sha256;
 }

@@ -1,29 +1,36 @@
 /**
- * Download: fetches a succeeded job's result into `results/` whole or not at all: stream to a
- * `.part` (its length checked, or it is decoded), fsync, rename, fsync the folder, then journal it
+ * Download: fetches a succeeded job's result into `results/` whole or not at all: stream to a file
+ * the output store stages (`results/.<id>.<pid>.part` in a local folder), its length checked or
+ * it decoded, fsync, commit it under its key (rename, fsync the folder), then journal it
  * (docs/faults.md D.19-D.23). An expired URL re-polls the job once for a fresh one.
  */
-import { rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { ApiError } from '../api/errors.js';
 import { ResultDecodeError, StateError } from '../errors.js';
-import { FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
+import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
 import type { ItemState } from '../state/state.js';
+import type { OutputStore, StagedFile } from '../storage/types.js';
 import { failed, type StageContext } from './context.js';
 import type { Outcome } from './outcomes.js';
 import { askJob } from './poll.js';
 
 /**
- * The result's path in `results/`: the item id (already limited to `[A-Za-z0-9._-]` and 255 bytes)
- * with the extension of the format detected from the bytes, never from the URL or a header. Refuses a name that would leave the folder (`.`/`..`).
+ * The result's key, `results/<id>.<ext>`: the item id (already limited to `[A-Za-z0-9._-]` and 255
+ * bytes) with the extension of the format detected from the bytes, never from the URL or a header.
+ * Refuses a name that would leave `results/`.
  */
-export function resultPath(resultsDir: string, id: string, format: UploadFormat): string {
-  const file = path.resolve(resultsDir, `${id}.${FORMAT_EXTENSION[format]}`);
-  if (path.dirname(file) !== path.resolve(resultsDir)) {
+export function resultKey(id: string, format: UploadFormat): string {
+  const name = `${id}.${FORMAT_EXTENSION[format]}`;
+  if (/[/\\]/.test(id) || name === '.' || name === '..') {
     throw new StateError('bad_id', `item id ${id} escapes results/`);
   }
-  return file;
+  return `results/${name}`;
+}
+
+/** The local file of {@link resultKey} in a results folder (where a local run's result lands). */
+export function resultPath(resultsDir: string, id: string, format: UploadFormat): string {
+  return path.resolve(resultsDir, path.posix.basename(resultKey(id, format)));
 }
 
 /** Downloads the item's result (its URL is in `state`); `downloaded` is journaled and fsynced. */
@@ -40,16 +47,18 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
         error: { code: 'download_failed', message: 'the job succeeded without a result URL' },
       };
     }
-    const part = path.join(ctx.resultsDir, `.${id}.${process.pid}.part`);
+    let staged: StagedFile | undefined;
     try {
+      staged = await ctx.output.stage(`results/${id}`);
+      const part = staged;
       const file = await ctx.gate.call(
         'download',
         async () => {
-          const got = await ctx.client.downloadResult(url, part, { signal: ctx.abort });
+          const got = await ctx.client.downloadResult(url, part.file, { signal: ctx.abort });
           // A body of declared length that arrived whole is whole; any other is decoded to be sure.
           if (!got.lengthChecked) {
-            await checkDecodes(part).catch(async (error: unknown) => {
-              await rm(part, { force: true });
+            await checkDecodes(part.file).catch(async (error: unknown) => {
+              await part.discard();
               throw error;
             });
           }
@@ -57,12 +66,12 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
         },
         { signal: ctx.stop, label: id },
       );
-      const final = resultPath(ctx.resultsDir, id, file.format);
-      await rename(part, final);
-      await ctx.syncResults();
-      const st = await stat(final);
-      const output = `results/${path.basename(final)}`;
-      if (state.output && state.output !== output) await removeEarlier(ctx.resultsDir, state.output);
+      const output = resultKey(id, file.format);
+      const stored = await staged.commit(output, {
+        contentType: FORMAT_CONTENT_TYPE[file.format],
+        sha256: file.sha256,
+      });
+      if (state.output && state.output !== output) await removeEarlier(ctx.output, state.output);
       await ctx.store.record(
         {
           t: 'downloaded',
@@ -72,14 +81,14 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
           output,
           sha256: file.sha256,
           bytes: file.bytes,
-          mtime_ms: st.mtimeMs,
+          mtime_ms: stored.mtimeMs,
         },
         { sync: true },
       );
       ctx.logger.info({ event: 'downloaded', item: id, job_id: jobId, bytes: file.bytes }, 'result saved');
       return { kind: 'downloaded', jobId };
     } catch (error) {
-      await rm(part, { force: true });
+      await staged?.discard();
       if (isExpired(error) && !refreshed && !ctx.stop.aborted) {
         refreshed = true;
         ctx.logger.info(
@@ -112,9 +121,11 @@ async function refreshUrl(ctx: StageContext, state: ItemState): Promise<boolean>
 }
 
 /** A result of another format from an earlier download would shadow the new one in `results/`. */
-async function removeEarlier(resultsDir: string, output: string): Promise<void> {
-  const file = path.resolve(resultsDir, '..', output);
-  if (path.dirname(file) === path.resolve(resultsDir)) await rm(file, { force: true });
+async function removeEarlier(outputs: OutputStore, output: string): Promise<void> {
+  // Only a result of ours: a key straight under results/ (the journal is data, not a command).
+  if (/^results\/[^/\\]+$/.test(output) && output !== 'results/.' && output !== 'results/..') {
+    await outputs.delete(output);
+  }
 }
 
 /** 403/404/410 from the result storage: the URL expired or was rotated. */

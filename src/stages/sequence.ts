@@ -56,8 +56,6 @@ export interface ItemDriver {
   /** Client, gate, poll schedule, logger, stop signals, and where state is recorded. */
   readonly ctx: StageContext<ItemStates>;
   readonly preflighter: Preflighter;
-  /** The run's output folder (verifying results, messages about the disk). */
-  readonly outDir: string;
   /** A job not ended this long after polling began is `incomplete/job_timeout`. */
   readonly jobTimeoutMs: number;
   /** Resend on any transient failure, also when the job may exist (`--retry-ambiguous`). */
@@ -93,7 +91,7 @@ export async function* itemSteps(item: Item, driver: ItemDriver): ItemSteps {
   const decision = await decide(item, {
     preflighter: driver.preflighter,
     state: ctx.store.get(item.id),
-    outDir: driver.outDir,
+    outDir: ctx.output,
     ...driver.decideOptions(item),
   });
   const state = await ctx.store.plan(plannedIdentity(item, decision));

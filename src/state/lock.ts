@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { open, readFile, rm, stat, utimes } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import { StateError } from '../errors.js';
 import { isoWithOffset } from '../util/time.js';
+import { lockFile } from './run-files.js';
 
 /** What the lock file says about its holder. */
 export interface LockInfo {
@@ -42,7 +42,7 @@ export interface Lock {
  * live holder makes this throw a {@link StateError} naming its pid and start time.
  */
 export async function acquireLock(outDir: string, options: { heartbeatMs?: number } = {}): Promise<Lock> {
-  const file = path.join(outDir, '.lock');
+  const file = lockFile(outDir);
   const mine: LockInfo = {
     pid: process.pid,
     host: os.hostname(),

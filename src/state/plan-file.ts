@@ -4,11 +4,11 @@
  * it says of items the run never reached. A file beside the journal rather than one journal line,
  * so a catalogue of 10^6 items is written and read as a stream.
  */
-import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { StateError } from '../errors.js';
-import { AtomicFile } from '../util/fs.js';
+import { toOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import type { JournalRecord } from './records.js';
 import type { StateLookup } from './table.js';
 
@@ -58,9 +58,9 @@ export class PlanLines implements Iterable<string> {
   }
 }
 
-/** Writes `<dir>/plan.jsonl` whole or not at all, from lines made by {@link planLine}. */
-export async function writePlanFile(dir: string, lines: Iterable<string>): Promise<void> {
-  const file = await AtomicFile.open(path.join(dir, PLAN_FILE));
+/** Writes `plan.jsonl` into the run's outputs whole or not at all, from lines made by {@link planLine}. */
+export async function writePlanFile(out: OutputStore | string, lines: Iterable<string>): Promise<void> {
+  const file = await toOutputStore(out).writer(PLAN_FILE, { contentType: 'application/x-ndjson' });
   try {
     for (const line of lines) await file.write(line);
     await file.commit();
@@ -76,15 +76,18 @@ export async function writePlanFile(dir: string, lines: Iterable<string>): Promi
  * item the journal knows.
  */
 export async function* planEntries(
-  dir: string,
+  out: OutputStore | string,
   plan: Extract<JournalRecord, { t: 'plan' }> | undefined,
   states: StateLookup,
 ): AsyncGenerator<PlanEntry> {
   if (plan?.file) {
-    const file = path.join(dir, path.basename(plan.file));
+    // The record names the file as it was written: only its name is trusted, inside the run's outputs.
+    const output = toOutputStore(out);
+    const key = path.basename(plan.file);
+    const file = output.describe(key);
     let line = 0;
     for await (const text of createInterface({
-      input: createReadStream(file),
+      input: await output.get(key),
       crlfDelay: Number.POSITIVE_INFINITY,
     })) {
       line++;

@@ -3,16 +3,18 @@
  * a killed run's partial downloads, its journal read (torn last line cut, corruption refused) and
  * compacted when it has grown, then opened for appending. Closing releases it all.
  */
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
-import path from 'node:path';
+import { mkdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
+import { LocalOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import type { Interner } from '../util/intern.js';
 import { createRunLogger } from '../util/logger.js';
 import { shouldCompact, writeCompactJournal } from './compact.js';
 import type { LastRun } from './fold.js';
 import { JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
+import { journalFile, runLogFile } from './run-files.js';
 import type { ItemTable } from './table.js';
 
 /** Options of {@link openRunFolder}. */
@@ -30,8 +32,10 @@ export interface RunFolderOptions {
 /** An open, locked run folder. */
 export interface RunFolder {
   dir: string;
-  /** `<dir>/results`, where result images land. */
+  /** `<dir>/results`, where result images land (for messages about the disk). */
   resultsDir: string;
+  /** The folder's outputs (results, reports, thumbnails, the plan file), behind the storage seam. */
+  output: OutputStore;
   /** `run.log`. */
   logger: Logger;
   journal: JournalWriter;
@@ -51,13 +55,15 @@ export interface RunFolder {
 
 /** Opens `dir` for a run; a {@link StateError} (exit 2) when it cannot be created, is locked or its journal is damaged. */
 export async function openRunFolder(dir: string, options: RunFolderOptions): Promise<RunFolder> {
-  const resultsDir = path.join(dir, 'results');
+  const output = new LocalOutputStore(dir);
+  // The journal, lock and run.log are the run's own state, kept in the local folder itself.
+  const resultsDir = output.describe('results');
   await createFolder(dir, resultsDir);
   const lock = await acquireLock(dir);
   let logger: Logger;
   try {
     logger = createRunLogger({
-      file: path.join(dir, 'run.log'),
+      file: runLogFile(dir),
       level: options.logLevel,
       secrets: options.secrets,
       mirror: options.mirror,
@@ -82,8 +88,8 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
         },
       );
     }
-    await removeLeftoverParts(resultsDir, logger);
-    const file = path.join(dir, 'journal.jsonl');
+    await removeLeftoverParts(output, logger);
+    const file = journalFile(dir);
     const { fold, tornLine } = await loadJournal(file);
     if (tornLine !== null) {
       warn(`journal.jsonl line ${tornLine} was torn by a crash mid-write and is ignored`, {
@@ -104,6 +110,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
     return {
       dir,
       resultsDir,
+      output,
       logger,
       journal,
       states,
@@ -146,21 +153,16 @@ async function createFolder(dir: string, resultsDir: string): Promise<void> {
 }
 
 /**
- * A run killed mid-download leaves `results/.<id>.<pid>.part`. We hold the folder's lock, so no other
- * run is writing one: every leftover is garbage. Workers share the folder: they pass `olderThanMs`
- * and remove only files nobody wrote to for that long.
+ * A run killed mid-download leaves a staged result (`results/.<id>.<pid>.part`). We hold the
+ * folder's lock, so no other run is writing one: every leftover is garbage. Workers share the
+ * folder: they pass `olderThanMs` and remove only files nobody wrote to for that long.
  */
-export async function removeLeftoverParts(results: string, logger: Logger, olderThanMs = 0): Promise<void> {
-  const names = await readdir(results).catch(() => [] as string[]);
-  for (const name of names) {
-    if (!name.startsWith('.') || !name.endsWith('.part')) continue;
-    const file = path.join(results, name);
-    if (olderThanMs > 0) {
-      // Another worker may be writing it now: only one left alone that long is left over.
-      const st = await stat(file).catch(() => null);
-      if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
-    }
-    await rm(file, { force: true });
+export async function removeLeftoverParts(
+  output: OutputStore,
+  logger: Logger,
+  olderThanMs = 0,
+): Promise<void> {
+  for (const name of await output.sweep('results/', olderThanMs)) {
     logger.info({ event: 'part_removed', file: name }, 'removed a partial download of an earlier run');
   }
 }

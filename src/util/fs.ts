@@ -1,32 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { type FileHandle, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-
-/**
- * Writes a file whole or not at all: write a temp file beside it, fsync, rename over the target,
- * then fsync the folder so the rename itself survives a power cut.
- */
-export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const handle = await open(tmp, 'w');
-  try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } catch (error) {
-    await handle.close().catch(() => {});
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  await handle.close();
-  try {
-    await rename(tmp, file);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  await fsyncDir(path.dirname(file));
-}
 
 /**
  * A file written whole or not at all, as a stream: {@link AtomicFile.write} appends (buffered, with
@@ -123,10 +97,10 @@ export function sha256(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** sha256 of a file's bytes, streamed, hex. */
-export async function sha256File(file: string): Promise<string> {
+/** sha256 of a stream's bytes (an object read from a store), hex. */
+export async function sha256Stream(stream: AsyncIterable<Uint8Array | string>): Promise<string> {
   const hash = createHash('sha256');
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  for await (const chunk of stream) hash.update(chunk);
   return hash.digest('hex');
 }
 

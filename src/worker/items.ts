@@ -14,6 +14,7 @@ import { Reviewer } from '../review/index.js';
 import type { StageContext } from '../stages/context.js';
 import { runError } from '../stages/outcomes.js';
 import { type ItemDriver, runItemSteps, type Settled } from '../stages/sequence.js';
+import type { OutputStore } from '../storage/types.js';
 import type { Item, ItemError, ItemStatus } from '../types.js';
 import type { QueuedItem } from './queue.js';
 import { JobStore, LockLostError, loadState } from './store.js';
@@ -42,7 +43,7 @@ export interface ItemCounts {
 export interface ProcessorDeps {
   redis: Redis;
   /** What the review needs; null with `--no-review`. */
-  review: { logger: Logger; outDir: string; threshold: number | undefined } | null;
+  review: { logger: Logger; outDir: OutputStore; threshold: number | undefined } | null;
   /** The stages' context but for the item's store, which is the held job's. */
   shared: Omit<StageContext, 'store'>;
   styles: ReadonlySet<string> | null;
@@ -133,7 +134,6 @@ export class ItemProcessor {
     return {
       ctx: { ...shared, store },
       preflighter: this.#deps.preflighter,
-      outDir: this.#deps.outDir,
       jobTimeoutMs: this.#deps.jobTimeoutMs,
       retryAmbiguous: false,
       // Another worker may have polled this job a moment ago (it handed the item back).

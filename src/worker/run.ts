@@ -7,7 +7,6 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import path from 'node:path';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -20,9 +19,11 @@ import type { StageContext } from '../stages/context.js';
 import { fetchStyleKeys } from '../stages/fetch-styles.js';
 import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
+import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
+import { LocalOutputStore } from '../storage/local-output.js';
+import type { OutputStore } from '../storage/types.js';
 import type { ItemStatus } from '../types.js';
-import { coalescedFsyncDir } from '../util/fs.js';
 import { createRunLogger } from '../util/logger.js';
 import { sleep } from '../util/time.js';
 import { wholeNumber } from '../util/validate.js';
@@ -140,13 +141,13 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   const { redis, outDir, name, stop, summary } = setup;
   const emit = (event: WorkerEvent) => options.onEvent?.(event);
   const stallTimeoutMs = options.stallTimeoutMs ?? WORKER_STALL_MS;
-  const { logger, resultsDir } = await openWorkerLog(setup, options, stallTimeoutMs, emit);
+  const { logger, output, resultsDir } = await openWorkerLog(setup, options, stallTimeoutMs, emit);
   const service = connect({
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
     logger,
     sharedRate: (governor) => new SharedRate(redis, { ...governor, logger }),
   });
-  const preflighter = createPreflighter({ cacheDir: path.join(outDir, '.prepared'), ...options.preflight });
+  const preflighter = createPreflighter({ cacheDir: preparedDir(outDir), ...options.preflight });
   const shared: Omit<StageContext, 'store'> = {
     client: service.client,
     gate: service.gate,
@@ -155,7 +156,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     stop: stop.soft,
     abort: stop.hard,
     resultsDir,
-    syncResults: coalescedFsyncDir(resultsDir),
+    output,
     uploads: new UploadReader(),
   };
   let fatal: KitchenError | undefined;
@@ -170,7 +171,9 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   try {
     const styles = await fetchStyleKeys(shared, (message) => emit({ type: 'warning', message }));
     const review =
-      options.review?.enabled === false ? null : { logger, outDir, threshold: options.review?.threshold };
+      options.review?.enabled === false
+        ? null
+        : { logger, outDir: output, threshold: options.review?.threshold };
     const jobTimeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
     const items = new ItemProcessor({
       redis,
@@ -202,7 +205,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     if (options.untilDrained) {
       summary.drained = await untilDrained(redis, items, stop.soft);
       // Nothing is held by any worker: a partial download still there is a killed worker's.
-      if (summary.drained) await removeLeftoverParts(resultsDir, logger);
+      if (summary.drained) await removeLeftoverParts(output, logger);
       stop.begin();
     }
     await running;
@@ -227,18 +230,19 @@ async function openWorkerLog(
   options: WorkerOptions,
   stallTimeoutMs: number,
   emit: (event: WorkerEvent) => void,
-): Promise<{ logger: Logger; resultsDir: string }> {
+): Promise<{ logger: Logger; output: OutputStore; resultsDir: string }> {
   const { outDir, name } = setup;
-  const resultsDir = path.join(outDir, 'results');
+  const output = new LocalOutputStore(outDir);
+  const resultsDir = output.describe('results');
   await mkdir(resultsDir, { recursive: true });
-  const logFile = path.join(outDir, 'workers', `${name}.log`);
+  const logFile = workerLogFile(outDir, name);
   const logger = createRunLogger({
     file: logFile,
     level: options.logLevel ?? 'info',
     secrets: [options.service.apiKey],
   });
   emit({ type: 'start', name, outDir, log: logFile });
-  await removeLeftoverParts(resultsDir, logger, Math.max(10 * 60_000, 4 * stallTimeoutMs));
+  await removeLeftoverParts(output, logger, Math.max(10 * 60_000, 4 * stallTimeoutMs));
   logger.info(
     {
       event: 'worker_start',
@@ -249,7 +253,7 @@ async function openWorkerLog(
     },
     'worker started',
   );
-  return { logger, resultsDir };
+  return { logger, output, resultsDir };
 }
 
 /** The run this Redis holds; without one, waits for an `enqueue` (or returns null with `untilDrained`). */

@@ -21,8 +21,8 @@ import { JournalWriter, readJournal } from '../../src/state/journal.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import type { ItemState } from '../../src/state/state.js';
 import { ItemTable } from '../../src/state/table.js';
+import { LocalOutputStore } from '../../src/storage/local-output.js';
 import type { Item } from '../../src/types.js';
-import { coalescedFsyncDir } from '../../src/util/fs.js';
 import { createRunLogger } from '../../src/util/logger.js';
 import { kitchenJpeg } from '../support/images.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from './sandbox.js';
@@ -97,7 +97,7 @@ export async function stageWorld(options: StageWorldOptions = {}): Promise<Stage
     stop: stop.signal,
     abort: abort.signal,
     resultsDir,
-    syncResults: coalescedFsyncDir(resultsDir),
+    output: new LocalOutputStore(tmp.dir),
     uploads: new UploadReader(),
   };
   return {

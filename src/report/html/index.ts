@@ -1,8 +1,9 @@
-import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { toOutputStore } from '../../storage/local-output.js';
+import { localSources } from '../../storage/local-source.js';
+import type { OutputStore, SourceStore } from '../../storage/types.js';
 import type { ItemError, ItemStatus, Report, ReportItem } from '../../types.js';
-import { writeFileAtomic } from '../../util/fs.js';
 import { wholeNumber } from '../../util/validate.js';
 import { ensureThumbnails, planThumbs, type ThumbJob, ThumbNames } from '../thumbs.js';
 import { formatCount, formatDuration, formatTimestamp, percentile } from './format.js';
@@ -11,11 +12,13 @@ import { type HeaderModel, renderPage } from './page.js';
 
 /** Options of {@link writeHtmlReport}. */
 export interface HtmlReportOptions {
-  /** The run's output folder; `report.html` and `thumbs/` are written here. */
-  outDir: string;
+  /** The run's outputs (or its folder); `report.html` and `thumbs/` are written there. */
+  outDir: OutputStore | string;
+  /** Where the items' source images are read for their thumbnails. @default the local files */
+  sources?: SourceStore;
   /** The report as in report.json. */
   report: Report;
-  /** Absolute path of the item's source image, or null when unknown or missing (the card shows a placeholder). */
+  /** Reference of the item's source image (an absolute path), or null when unknown or missing (the card shows a placeholder). */
   sourcePath: (item: ReportItem) => string | null;
   /**
    * Long side of the thumbnails in pixels.
@@ -33,7 +36,7 @@ export interface HtmlReportOptions {
 
 /** What {@link writeHtmlReport} wrote. */
 export interface HtmlReportResult {
-  /** Absolute path of report.html. */
+  /** Where report.html is, as a user opens it (its absolute path for a local folder). */
   file: string;
   /** Thumbnails the page shows (made now or reused from an earlier call). */
   thumbnails: number;
@@ -76,17 +79,16 @@ interface PageItem {
 export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlReportResult> {
   const thumbSize = wholeNumber('thumbSize', options.thumbSize, { min: 16, max: 4096 }, 320);
   const concurrency = wholeNumber('concurrency', options.concurrency, { min: 1 }, os.availableParallelism());
-  const outDir = path.resolve(options.outDir);
-  const thumbsDir = path.join(outDir, 'thumbs');
-  await mkdir(thumbsDir, { recursive: true });
+  const output = toOutputStore(options.outDir);
+  const sources = options.sources ?? localSources;
 
   const names = new ThumbNames();
   const planned = options.report.items.map((item) => ({
     item,
-    ...planThumbs(item, { outDir, names, sourcePath: options.sourcePath }),
+    ...planThumbs(item, { output, names, sourcePath: options.sourcePath }),
   }));
   const jobs = planned.flatMap((p) => [p.srcJob, p.outJob].filter((j): j is ThumbJob => j !== null));
-  const outcomes = await ensureThumbnails(jobs, { size: thumbSize, concurrency });
+  const outcomes = await ensureThumbnails(jobs, { size: thumbSize, concurrency, sources, output });
   const thumbUrl = (job: ThumbJob | null): string | null => {
     const made = job ? outcomes.get(job.dest) : undefined;
     return made && made.state !== 'failed' ? `thumbs/${encodeURIComponent(path.basename(made.file))}` : null;
@@ -117,9 +119,8 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
     hints: options.hints ?? ERROR_HINTS,
     items,
   });
-  const file = path.join(outDir, 'report.html');
-  await writeFileAtomic(file, html);
-  return { file, thumbnails: shown.size };
+  await output.put('report.html', html, { contentType: 'text/html; charset=utf-8' });
+  return { file: output.describe('report.html'), thumbnails: shown.size };
 }
 
 /** `12.5/s`, or a dash. */

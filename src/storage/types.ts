@@ -1,0 +1,181 @@
+/**
+ * Where bytes live: the two narrow interfaces every stage, report and review reads sources and
+ * writes outputs through (docs: /work/shared/STYLE.md "Where bytes live is a seam"). The local
+ * file system is the one implementation today (`local-source.ts`, `local-output.ts`); an https or
+ * S3 source and an S3 output prefix implement the same members, so nothing above this folder knows
+ * that a result is a file or builds a path from the output folder.
+ *
+ * Keys of an {@link OutputStore} are relative, slash-separated and normalised (`results/k1.jpg`,
+ * `report.json`, `thumbs/k1.out.webp`): exactly the paths report.json and report.html show, and
+ * exactly the object keys under an S3 prefix.
+ */
+import type { Readable } from 'node:stream';
+import { KitchenError } from '../errors.js';
+
+/** What a source is known by before its bytes are read: enough to tell, on a rerun, that it did not change. */
+export interface SourceInfo {
+  /** The reference it was opened by (a local path today; a URL or `s3://bucket/key` later). */
+  ref: string;
+  size: number;
+  /** Last modification, in ms since the epoch (a file's mtime, an object's Last-Modified). */
+  mtimeMs: number;
+  /**
+   * A validator that changes whenever the bytes may have: an ETag or version id for an object,
+   * `<size>-<mtimeMs>` for a file. Equal versions mean equal bytes; different ones mean "read again".
+   */
+  version: string;
+}
+
+/** A source opened for reading: its info, and its bytes in the form the caller wants. */
+export interface OpenedSource extends SourceInfo {
+  /**
+   * A local file that holds exactly these bytes, when there is one (the local store: the file
+   * itself), so a native decoder (sharp, the review's child process) can read it without a copy.
+   * Null when the bytes are only reachable through {@link stream} or {@link bytes}.
+   */
+  localPath: string | null;
+  /** The whole body, streamed (for hashing a source too big to hold). */
+  stream(): Readable;
+  /** The whole body in memory (for sources small enough to decode from memory). */
+  bytes(): Promise<Buffer>;
+  /** The first `n` bytes (or fewer, for a shorter source): what format sniffing needs. */
+  head(n: number): Promise<Buffer>;
+}
+
+/**
+ * Read access to source images. Errors keep the store's own code so that a caller can tell "no such
+ * source" from "cannot read it" (the local store throws Node's errno errors: `ENOENT`, `EISDIR`,
+ * `EACCES`...).
+ */
+export interface SourceStore {
+  /** The source's info without reading its bytes; throws when it does not exist or is not a file. */
+  stat(ref: string): Promise<SourceInfo>;
+  /** Opens the source for reading; throws as {@link stat} does. */
+  open(ref: string): Promise<OpenedSource>;
+}
+
+/** An object of an {@link OutputStore}, as {@link OutputStore.head} and {@link OutputStore.list} see it. */
+export interface StoredObject {
+  /** Its key, e.g. `results/k1.jpg`. */
+  key: string;
+  size: number;
+  /** When it was last written, in ms since the epoch. */
+  mtimeMs: number;
+}
+
+/** How an object is written. */
+export interface PutOptions {
+  /** Its media type (an S3 object's Content-Type); the local store has nowhere to keep it. */
+  contentType?: string;
+  /**
+   * The sha256 of the body, hex, when the caller knows it (a verified download): kept as object
+   * metadata by stores that have any, so a later run can trust the object without reading it.
+   */
+  sha256?: string;
+  /**
+   * Write only if no object has this key yet; otherwise fail with a {@link StorageError} of code
+   * `object_exists` and leave the object as it was (S3: `If-None-Match: *`, answered 412).
+   * @default false (the object is replaced whole)
+   */
+  ifAbsent?: boolean;
+  /**
+   * Make the object durable before the put resolves (the local store: fsync the file, then its
+   * folder). Off for caches a crash may lose (thumbnails), where 10,000 fsyncs would cost seconds.
+   * @default true
+   */
+  durable?: boolean;
+}
+
+/** A body given whole: text, bytes, or a stream of either (a Node Readable is one). */
+export type PutBody = string | Uint8Array | AsyncIterable<string | Uint8Array>;
+
+/**
+ * An object written a piece at a time and made visible whole or not at all: {@link commit} makes it
+ * appear under its key, {@link abort} leaves the key as it was. Text is buffered into large writes,
+ * so a report of 10^6 rows is never one string.
+ */
+export interface ObjectWriter {
+  /** Appends text; resolves when more may be written (back-pressure). */
+  write(text: string): Promise<void>;
+  /** Makes the object appear whole under its key. */
+  commit(): Promise<StoredObject>;
+  /** Gives up: nothing appears, the key keeps what it had. */
+  abort(): Promise<void>;
+}
+
+/**
+ * A local file to be filled by a writer that needs a path (the result download streams into a file
+ * and may decode it there), then committed under a key whole, or discarded.
+ */
+export interface StagedFile {
+  /** The local file to write. It is fsynced by whoever writes it (the download flushes its stream). */
+  readonly file: string;
+  /**
+   * Moves the file's bytes under `key` (atomic, durable unless `durable: false`) and returns what
+   * was stored. The staged file is gone afterwards, whether or not this succeeds.
+   */
+  commit(key: string, options?: PutOptions): Promise<StoredObject>;
+  /** Removes the staged file; nothing is stored. Safe to call after a commit or twice. */
+  discard(): Promise<void>;
+}
+
+/**
+ * The run's outputs: results, reports, thumbnails, the plan file. The local folder is the one
+ * implementation today (`LocalOutputStore`); an S3 prefix is the next. Every write is atomic: a
+ * reader sees the old object or the new one, never a torn one.
+ */
+export interface OutputStore {
+  /** Where the store is, for messages: the folder's absolute path, or the bucket URL. */
+  readonly location: string;
+  /** Writes `body` under `key`, whole or not at all. */
+  put(key: string, body: PutBody, options?: PutOptions): Promise<StoredObject>;
+  /** Starts a streamed write of `key` (see {@link ObjectWriter}). */
+  writer(key: string, options?: PutOptions): Promise<ObjectWriter>;
+  /**
+   * A local file to fill before the key is known (a result's extension comes from its bytes). `near`
+   * names the key it will roughly have (`results/<id>`), so that the local store stages it in the
+   * same folder (a rename, not a copy) under a name {@link sweep} recognises.
+   */
+  stage(near: string): Promise<StagedFile>;
+  /** The object's bytes as a stream; a {@link StorageError} `object_not_found` when there is none. */
+  get(key: string): Promise<Readable>;
+  /** The object's size and time, or null when there is none. */
+  head(key: string): Promise<StoredObject | null>;
+  /** The objects whose keys start with `prefix` (a folder: `thumbs/`), in no particular order. */
+  list(prefix: string): AsyncIterable<StoredObject>;
+  /** Removes the object; no error when there is none. */
+  delete(key: string): Promise<void>;
+  /**
+   * Removes staged files under `prefix` that a killed writer left behind and nobody wrote to for
+   * `olderThanMs` (0: all of them, for a caller that holds the run's lock). Returns their names.
+   */
+  sweep(prefix: string, olderThanMs?: number): Promise<string[]>;
+  /**
+   * The {@link SourceStore} reference of what a relative link from the store's root points at:
+   * `results/k1.jpg` is the store's own object; `../shard-1/results/k1.jpg` (a merged report's
+   * link into a sibling run) is outside it. How the review and the thumbnails read a result.
+   */
+  refOf(relative: string): string;
+  /** What a user is told to open for `key` (a file path, or a URL). */
+  describe(key: string): string;
+}
+
+/** Codes of {@link StorageError}. */
+export type StorageErrorCode = 'object_exists' | 'object_not_found' | 'bad_key';
+
+/**
+ * A storage operation that cannot be done as asked: `object_exists` (a put with `ifAbsent` found
+ * the key taken), `object_not_found` (a get of a missing key), `bad_key` (a key that is not a relative,
+ * normalised, slash-separated path). Faults of the medium itself (disk full, permission) keep the
+ * medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
+ */
+export class StorageError extends KitchenError {
+  declare readonly code: StorageErrorCode;
+  /** The key the operation was about. */
+  readonly key: string;
+
+  constructor(code: StorageErrorCode, key: string, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.key = key;
+  }
+}
