@@ -83,6 +83,11 @@ export function toSourceError(error: unknown, ref: string): SourceError {
       name === 'CredentialsProviderError'
         ? `${ref}: no AWS credentials were found by the default chain (environment, shared config, web identity, container, instance)`
         : `${ref}: access refused (${said}); check the credentials and the bucket policy`;
+  } else if (name === 'PreconditionFailed' || status === 412) {
+    // Only our own re-reads are conditional (If-Match on the ETag first seen): the object was
+    // replaced while it was being read. A rerun reads the new version whole.
+    code = 'source_unavailable';
+    message = `${ref}: the object changed while it was being read (${said}); a rerun reads it again`;
   } else {
     code = 'source_unavailable';
     const network = NETWORK.has(name) || (errno !== undefined && NETWORK.has(errno));

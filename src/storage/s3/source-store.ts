@@ -163,7 +163,7 @@ export class S3SourceStore implements SourceStore {
   ): Promise<S3OpenedSource | S3NotModified> {
     const { bucket, key } = parseS3Ref(ref);
     const max = options.maxBytes ?? this.#maxBytes;
-    const send = this.#sender(ref, options.signal);
+    const send = this.#sender(options.signal);
     let got: GetObjectCommandOutput;
     try {
       got = await send(new GetObjectCommand({ Bucket: bucket, Key: key, ...condition }));
@@ -184,19 +184,20 @@ export class S3SourceStore implements SourceStore {
       // Later reads are pinned to the ETag first seen: the bytes are those of this version or a
       // 412 (PreconditionFailed → source_unavailable: a rerun reads the new version whole).
       const input = { Bucket: bucket, Key: key, IfMatch: info.etag };
-      const again = await send(
-        new GetObjectCommand(n === undefined ? input : { ...input, Range: `bytes=0-${n - 1}` }),
-      );
-      return (again.Body as Readable | undefined) ?? null;
+      const command = new GetObjectCommand(n === undefined ? input : { ...input, Range: `bytes=0-${n - 1}` });
+      try {
+        return ((await send(command)).Body as Readable | undefined) ?? null;
+      } catch (error) {
+        throw isAbort(error) ? error : toSourceError(error, ref);
+      }
     });
   }
 
-  #sender(ref: string, signal: AbortSignal | undefined) {
+  /** `send` with the caller's signal; errors as the SDK threw them (the caller maps them). */
+  #sender(signal: AbortSignal | undefined) {
     const client = this.#client;
-    return async (command: GetObjectCommand): Promise<GetObjectCommandOutput> =>
-      client.send(command, signal === undefined ? {} : { abortSignal: signal }).catch((error: unknown) => {
-        throw isAbort(error) ? error : toSourceError(error, ref);
-      });
+    return (command: GetObjectCommand): Promise<GetObjectCommandOutput> =>
+      client.send(command, signal === undefined ? {} : { abortSignal: signal });
   }
 }
 
