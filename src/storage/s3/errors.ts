@@ -65,7 +65,9 @@ export function toSourceError(error: unknown, ref: string): SourceError {
   const errno = typeof e.code === 'string' ? e.code : undefined;
   const status = e.$metadata?.httpStatusCode;
   const attempts = e.$metadata?.attempts ?? 0;
-  const said = status === undefined ? name : `${name}, HTTP ${status}`;
+  // A bodiless answer (HEAD, some proxies) leaves the SDK nothing to name it by but the status.
+  const named = name !== 'Unknown' && name !== 'UnknownError' && name !== 'Error';
+  const said = status === undefined ? name : named ? `${name}, HTTP ${status}` : `HTTP ${status}`;
 
   let code: SourceErrorCode;
   let reason: SourceErrorReason = 'status';

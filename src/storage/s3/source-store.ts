@@ -183,7 +183,14 @@ export class S3SourceStore implements SourceStore {
     return openedSource(info, body ?? null, max, async (n) => {
       // Later reads are pinned to the ETag first seen: the bytes are those of this version or a
       // 412 (PreconditionFailed → source_unavailable: a rerun reads the new version whole).
-      const input = { Bucket: bucket, Key: key, IfMatch: info.etag };
+      // A version id pins the bytes outright; an ETag does through If-Match (412 when replaced).
+      const pin =
+        info.versionId !== null
+          ? { VersionId: info.versionId }
+          : info.etag !== ''
+            ? { IfMatch: info.etag }
+            : {};
+      const input = { Bucket: bucket, Key: key, ...pin };
       const command = new GetObjectCommand(n === undefined ? input : { ...input, Range: `bytes=0-${n - 1}` });
       try {
         return ((await send(command)).Body as Readable | undefined) ?? null;

@@ -74,6 +74,11 @@ describe('S3SourceStore on fauxqs', () => {
     expect(await opened.head(3)).toEqual(JPEG.subarray(0, 3));
     expect(await opened.bytes()).toEqual(JPEG);
     expect(await opened.head(JPEG.length + 100)).toEqual(JPEG);
+    // An opened source nobody reads is released by close() (twice is harmless).
+    const unread = await store.open(`s3://${BUCKET}/${ODD_KEY}`);
+    unread.close();
+    unread.close();
+    expect(await unread.head(2)).toEqual(JPEG.subarray(0, 2));
   });
 
   it('a missing key or bucket is file_not_found, naming the s3:// reference', async () => {
@@ -157,6 +162,9 @@ describe('S3SourceStore on s3rver (checks the access key id)', () => {
     const store = new S3SourceStore(bad);
     const head = await failure(store.stat(`s3://${BUCKET}/k/a.jpg`));
     expect(head).toMatchObject({ code: 'source_forbidden', status: 403 });
+    expect(head.message).toBe(
+      `s3://${BUCKET}/k/a.jpg: access refused (HTTP 403); check the credentials and the bucket policy`,
+    );
     const get = await failure(store.open(`s3://${BUCKET}/k/a.jpg`));
     expect(get.code).toBe('source_forbidden');
     expect(get.message).toBe(
