@@ -31,9 +31,12 @@ export interface S3ClientOptions {
 
 /** How the client was configured, for messages; holds no secret. */
 export interface S3AccessConfig {
-  /** The region asked for and where it came from. */
+  /**
+   * The region from the environment; without one, the default, which the shared config's `region`
+   * (of `AWS_PROFILE`) overrides when the first request resolves it.
+   */
   region: string;
-  regionSource: 'AWS_REGION' | 'AWS_DEFAULT_REGION' | 'shared config' | 'default';
+  regionSource: 'AWS_REGION' | 'AWS_DEFAULT_REGION' | 'shared config, else default';
   /** The custom endpoint, or null for AWS itself. */
   endpoint: string | null;
   endpointSource: 'AWS_ENDPOINT_URL_S3' | 'AWS_ENDPOINT_URL' | null;
@@ -151,7 +154,7 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
   // name, which many deployments set alone), and fails without a region: so both are read here,
   // and shared config is asked through the SDK's own loader.
   let region = nonEmpty(env.AWS_REGION);
-  let regionSource: S3AccessConfig['regionSource'] = 'AWS_REGION';
+  let regionSource: 'AWS_REGION' | 'AWS_DEFAULT_REGION' = 'AWS_REGION';
   if (region === undefined) {
     region = nonEmpty(env.AWS_DEFAULT_REGION);
     regionSource = 'AWS_DEFAULT_REGION';
@@ -187,7 +190,7 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
     client,
     config: {
       region: region ?? defaultRegion,
-      regionSource: region === undefined ? 'default' : regionSource,
+      regionSource: region === undefined ? 'shared config, else default' : regionSource,
       endpoint,
       endpointSource,
       forcePathStyle,

@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createS3Client,
@@ -61,10 +64,28 @@ describe('createS3Client', () => {
     vi.stubEnv('AWS_CONFIG_FILE', '/nonexistent/kb-config');
     vi.stubEnv('AWS_SHARED_CREDENTIALS_FILE', '/nonexistent/kb-credentials');
     const none = createS3Client({}, { defaultRegion: 'eu-central-1' });
-    expect(none.config).toMatchObject({ region: 'eu-central-1', regionSource: 'default' });
+    expect(none.config).toMatchObject({
+      region: 'eu-central-1',
+      regionSource: 'shared config, else default',
+    });
     expect(await none.client.config.region()).toBe('eu-central-1');
     aws.client.destroy();
     none.client.destroy();
+  });
+
+  it('without a region in the environment, the shared config profile of AWS_PROFILE names it', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'kb-awsconfig-'));
+    const file = path.join(dir, 'config');
+    await writeFile(file, '[default]\nregion = sa-east-1\n[profile ci]\nregion = eu-north-1\n');
+    vi.stubEnv('AWS_CONFIG_FILE', file);
+    vi.stubEnv('AWS_SHARED_CREDENTIALS_FILE', path.join(dir, 'none'));
+    const ci = createS3Client({ AWS_PROFILE: 'ci' });
+    expect(await ci.client.config.region()).toBe('eu-north-1');
+    const plain = createS3Client({});
+    expect(await plain.client.config.region()).toBe('sa-east-1');
+    ci.client.destroy();
+    plain.client.destroy();
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('KITCHEN_S3_FORCE_PATH_STYLE overrides the default and is validated', () => {
