@@ -78,6 +78,7 @@ async function* capped(
   release: () => void,
   ref: string,
   max: number,
+  signal: AbortSignal | undefined,
 ): AsyncGenerator<Buffer> {
   let seen = 0;
   try {
@@ -91,7 +92,7 @@ async function* capped(
       try {
         next = await rest.next();
       } catch (error) {
-        throw isAbort(error) ? error : toSourceError(error, ref);
+        throw readFault(error, ref, signal);
       }
       if (next.done) return;
       seen += next.value.length;
@@ -101,6 +102,15 @@ async function* capped(
   } finally {
     release();
   }
+}
+
+/**
+ * A fault while a body streams. When the caller aborted, the socket's own error (a reset, "aborted")
+ * is the abort's doing, not the source's: the abort is thrown, never `source_unavailable`.
+ */
+function readFault(error: unknown, ref: string, signal: AbortSignal | undefined): unknown {
+  if (signal?.aborted) return signal.reason instanceof Error ? signal.reason : error;
+  return isAbort(error) ? error : toSourceError(error, ref);
 }
 
 async function collect(stream: Readable): Promise<Buffer> {
@@ -180,24 +190,32 @@ export class S3SourceStore implements SourceStore {
       body?.destroy();
       throw tooLarge(ref, max, info.size);
     }
-    return openedSource(info, body ?? null, max, async (n) => {
-      // Later reads are pinned to the ETag first seen: the bytes are those of this version or a
-      // 412 (PreconditionFailed → source_unavailable: a rerun reads the new version whole).
-      // A version id pins the bytes outright; an ETag does through If-Match (412 when replaced).
-      const pin =
-        info.versionId !== null
-          ? { VersionId: info.versionId }
-          : info.etag !== ''
-            ? { IfMatch: info.etag }
-            : {};
-      const input = { Bucket: bucket, Key: key, ...pin };
-      const command = new GetObjectCommand(n === undefined ? input : { ...input, Range: `bytes=0-${n - 1}` });
-      try {
-        return ((await send(command)).Body as Readable | undefined) ?? null;
-      } catch (error) {
-        throw isAbort(error) ? error : toSourceError(error, ref);
-      }
-    });
+    return openedSource(
+      info,
+      body ?? null,
+      max,
+      async (n) => {
+        // Later reads are pinned to the ETag first seen: the bytes are those of this version or a
+        // 412 (PreconditionFailed → source_unavailable: a rerun reads the new version whole).
+        // A version id pins the bytes outright; an ETag does through If-Match (412 when replaced).
+        const pin =
+          info.versionId !== null
+            ? { VersionId: info.versionId }
+            : info.etag !== ''
+              ? { IfMatch: info.etag }
+              : {};
+        const input = { Bucket: bucket, Key: key, ...pin };
+        const command = new GetObjectCommand(
+          n === undefined ? input : { ...input, Range: `bytes=0-${n - 1}` },
+        );
+        try {
+          return ((await send(command)).Body as Readable | undefined) ?? null;
+        } catch (error) {
+          throw isAbort(error) ? error : toSourceError(error, ref);
+        }
+      },
+      options.signal,
+    );
   }
 
   /** `send` with the caller's signal; errors as the SDK threw them (the caller maps them). */
@@ -241,6 +259,7 @@ function openedSource(
   body: Readable | null,
   max: number,
   getAgain: (n?: number) => Promise<Readable | null>,
+  signal: AbortSignal | undefined,
 ): S3OpenedSource {
   const peeked: Buffer[] = [];
   let peekedBytes = 0;
@@ -252,7 +271,7 @@ function openedSource(
   };
   const fromBody = (source: Readable | null, first: readonly Buffer[], rest: AsyncIterator<Buffer> | null) =>
     Readable.from(
-      capped(first, rest, () => source?.destroy(), info.ref, max),
+      capped(first, rest, () => source?.destroy(), info.ref, max, signal),
       { objectMode: false },
     );
   const stream = (): Readable => {
@@ -267,7 +286,7 @@ function openedSource(
       (async function* () {
         const again = await getAgain();
         if (again === null) return;
-        yield* capped([], again[Symbol.asyncIterator](), () => again.destroy(), info.ref, max);
+        yield* capped([], again[Symbol.asyncIterator](), () => again.destroy(), info.ref, max, signal);
       })(),
       { objectMode: false },
     );
@@ -287,7 +306,7 @@ function openedSource(
             next = await iterator.next();
           } catch (error) {
             release();
-            throw isAbort(error) ? error : toSourceError(error, info.ref);
+            throw readFault(error, info.ref, signal);
           }
           if (next.done) break;
           peeked.push(next.value);

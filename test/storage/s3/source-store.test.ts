@@ -225,6 +225,26 @@ describe('S3SourceStore faults', () => {
     client.destroy();
   });
 
+  it('aborting mid-body ends the stream with the abort, not a source error', async () => {
+    const server = await faultServer((_req, res) => {
+      res.writeHead(200, { etag: '"abc"', 'content-type': 'image/jpeg' });
+      res.write(Buffer.alloc(1024, 1)); // then nothing more: a stalled body
+    });
+    const client = clientFor(server.endpoint, 1);
+    const controller = new AbortController();
+    const opened = await new S3SourceStore(client).open(`s3://${BUCKET}/slow.jpg`, {
+      signal: controller.signal,
+    });
+    expect((await opened.head(10)).length).toBe(10);
+    const reading = opened.bytes().catch((e: unknown) => e);
+    setTimeout(() => controller.abort(), 50);
+    const error = await reading;
+    expect(error).not.toBeInstanceOf(SourceError);
+    expect((error as Error).name).toBe('AbortError');
+    client.destroy();
+    await server.close();
+  });
+
   it('a body without Content-Length that runs past the cap is cut there with too_large', async () => {
     let sent = 0;
     const server = await faultServer((_req, res) => {
