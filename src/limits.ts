@@ -18,3 +18,5 @@ export const RUN_GRACE_MS = 5000;
 export const WORKER_STALL_MS = 30_000;
 /** After a worker's stop, how long requests in flight get before items are handed back (`--grace`). */
 export const WORKER_GRACE_MS = 10_000;
+/** A source (https or S3) over this many bytes is refused without reading the rest (issue 32's `--max-source-bytes`). */
+export const DEFAULT_MAX_SOURCE_BYTES = 200 * 1024 * 1024;

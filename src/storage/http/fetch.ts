@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
+import { DEFAULT_MAX_SOURCE_BYTES } from '../../limits.js';
 import { redactUrl } from '../../util/redact-url.js';
 import { parseRetryAfter } from '../../util/retry-after.js';
 import { sleep as defaultSleep } from '../../util/time.js';
@@ -8,7 +9,7 @@ import { type Exchange, exchange, isTransient, tooLargeError } from './exchange.
 import { parseSourceUrl, SourceAgents, type SourceAgentsOptions } from './guard.js';
 
 /** Issue 32's default `--max-source-bytes`: 200 MB. */
-export const DEFAULT_MAX_SOURCE_BYTES = 200 * 1024 * 1024;
+export { DEFAULT_MAX_SOURCE_BYTES };
 /** Issue 32: at most 5 redirects. */
 export const MAX_REDIRECTS = 5;
 

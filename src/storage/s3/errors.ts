@@ -4,7 +4,7 @@
  * S3 error code and the HTTP status, and never the service's own message: S3 echoes the access key
  * id (InvalidAccessKeyId) and the string to sign (SignatureDoesNotMatch) there.
  */
-import { SourceError, type SourceErrorCode, type SourceErrorReason } from './source-error.js';
+import { SourceError, type SourceErrorCode, type SourceErrorReason } from '../http/errors.js';
 
 // S3 error codes (the `name` of the SDK's exception) by outcome. HEAD answers carry no body, so the
 // SDK names them after the status (`NotFound`, `Forbidden`); GET and LIST carry the XML code.

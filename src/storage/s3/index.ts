@@ -2,6 +2,8 @@
  * S3 access for sources (issue 32), one client shared with the S3 output of issue 33: references,
  * the client, the source store and glob listing.
  */
+
+export { SourceError, type SourceErrorCode } from '../http/errors.js';
 export {
   createS3Client,
   credentialSourceFrom,
@@ -15,7 +17,6 @@ export {
 export { isAbort, toSourceError } from './errors.js';
 export { FAST_GLOB_MATCH_OPTIONS, type ListS3GlobOptions, listS3Glob, type S3ListedObject } from './list.js';
 export { formatS3Ref, globPrefix, isS3Glob, isS3Ref, parseS3Ref, S3_SCHEME, type S3Ref } from './ref.js';
-export { SourceError, type SourceErrorCode } from './source-error.js';
 export {
   DEFAULT_MAX_SOURCE_BYTES,
   type S3NotModified,

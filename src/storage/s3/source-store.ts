@@ -12,10 +12,11 @@ import {
   HeadObjectCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
+import { DEFAULT_MAX_SOURCE_BYTES } from '../../limits.js';
+import { SourceError } from '../http/errors.js';
+import type { OpenedSource, SourceInfo, SourceStore } from '../types.js';
 import { isAbort, toSourceError } from './errors.js';
 import { parseS3Ref } from './ref.js';
-import type { OpenedSource, SourceInfo, SourceStore } from './seam.js';
-import { SourceError } from './source-error.js';
 
 /** Options of one read. */
 export interface S3ReadOptions {
@@ -59,7 +60,7 @@ export interface S3OpenedSource extends OpenedSource, S3SourceInfo {
 }
 
 /** The default size cap: issue 32's `--max-source-bytes` default, 200 MB. */
-export const DEFAULT_MAX_SOURCE_BYTES = 200 * 1024 * 1024;
+export { DEFAULT_MAX_SOURCE_BYTES };
 
 function tooLarge(ref: string, max: number, size?: number): SourceError {
   const what = size === undefined ? 'is larger than' : `is ${size} bytes, over`;

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import fg from 'fast-glob';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SourceError } from '../../../src/storage/http/errors.js';
 import { createS3Client } from '../../../src/storage/s3/client.js';
 import { listS3Glob, type S3ListedObject } from '../../../src/storage/s3/list.js';
-import { SourceError } from '../../../src/storage/s3/source-error.js';
 import {
   FAKE_KEY_ID,
   FAKE_SECRET,

@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SourceError } from '../../../src/storage/http/errors.js';
 import { createS3Client } from '../../../src/storage/s3/client.js';
-import { SourceError } from '../../../src/storage/s3/source-error.js';
 import { S3SourceStore } from '../../../src/storage/s3/source-store.js';
 import {
   FAKE_KEY_ID,
