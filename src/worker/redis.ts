@@ -130,6 +130,19 @@ export async function openRedis(url: string, options: OpenRedisOptions = {}): Pr
   }
 }
 
+/**
+ * A second connection to the Redis that `connection` reached (for BullMQ's blocking commands). Since
+ * Redis has answered once, a restart under way when it opens is waited for, as every command of the
+ * first connection waits, instead of failing the worker (docs/faults.md K.49).
+ */
+export function secondConnection(connection: Redis): Redis {
+  // The copy keeps the first's retry strategy, which retries once the first has been ready.
+  const second = connection.duplicate({ lazyConnect: false });
+  // Errors while it reconnects are the first connection's to report; BullMQ adds its own listener.
+  second.on('error', () => {});
+  return second;
+}
+
 /** Whether an error from a Redis command means the connection is gone (not a bad command). */
 function lostConnection(error: unknown): boolean {
   const e = error as { name?: string; code?: string; message?: string };

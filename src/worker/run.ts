@@ -30,7 +30,7 @@ import { wholeNumber } from '../util/validate.js';
 import { ItemProcessor, type ItemResult, type WorkerEvent } from './items.js';
 import { openQueue, QUEUE_NAME, type QueuedItem, readRunMeta, SERVICE_KEY } from './queue.js';
 import { SharedRate } from './rate.js';
-import { openRedis, redactUrl } from './redis.js';
+import { openRedis, redactUrl, secondConnection } from './redis.js';
 
 export type { ItemResult, WorkerEvent } from './items.js';
 
@@ -188,7 +188,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
       summary,
       jobTimeoutMs,
     });
-    blocking = await openRedis(options.redisUrl, { blocking: true });
+    blocking = secondConnection(redis);
     const worker = new Worker<QueuedItem, ItemResult>(QUEUE_NAME, (job, token) => items.run(job, token!), {
       connection: blocking,
       concurrency: setup.concurrency,

@@ -34,8 +34,11 @@ export interface TestRedis {
   dir: string;
   /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes its data directory. */
   stop(): Promise<void>;
-  /** Stops it and starts it again on the same port and data directory (its AOF replayed). */
-  restart(): Promise<void>;
+  /**
+   * Stops it and starts it again on the same port and data directory (its AOF replayed), running
+   * `whileDown` (if given) while it is stopped.
+   */
+  restart(whileDown?: () => unknown): Promise<void>;
 }
 
 async function freePort(): Promise<number> {
@@ -105,8 +108,9 @@ export async function startRedis(options: { aof?: boolean; password?: string } =
       await halt(child);
       await rm(dir, { recursive: true, force: true });
     },
-    restart: async () => {
+    restart: async (whileDown) => {
       await halt(child);
+      await whileDown?.();
       child = await launch(port, dir, aof, password);
       redis.pid = child.pid!;
     },

@@ -247,10 +247,14 @@ describe.skipIf(!HAS_REDIS)('worker mode (real Redis, real worker processes)', (
   it('Redis restarted mid-run (same data directory): the run completes, no job id lost, none sent twice', async () => {
     const w = await world(24, { processingMs: 1500 }, { rateLimit: { rps: 10, burst: 10 } });
     const workers = [w.worker('r1', ['--until-drained']), w.worker('r2', ['--until-drained'])];
-    await waitFor(async () => [...(await phases()).values()].filter((p) => p !== 'new').length >= 6, {
-      timeoutMs: 30_000,
-      what: 'six items under way',
-    });
+    // Both workers connected (a worker that first meets Redis while it is down rightly exits 3),
+    // then the restart lands while items are under way.
+    await waitFor(
+      async () =>
+        workers.every((x) => x.stderr().includes('working for')) &&
+        [...(await phases()).values()].filter((p) => p !== 'new').length >= 6,
+      { timeoutMs: 30_000, what: 'both workers working and six items under way' },
+    );
     await redis.restart();
     const codes = await Promise.all(workers.map((x) => exitOf(x, 90_000)));
     expect(codes, workers.map((x) => x.stderr()).join('\n')).toEqual([0, 0]);
