@@ -1,0 +1,142 @@
+/**
+ * Where a manifest's `image` is read from (issue 32): one {@link SourceStore} that sends each
+ * reference to its store by its form: `s3://bucket/key` to S3, `http://` and `https://` to the
+ * guarded fetcher, anything else to the local files. Built once per process from the
+ * {@link SourceAccess} the command resolved (`--max-source-bytes`, `--allow-private-sources`, the
+ * environment for S3), so every stage reads sources under the same policy.
+ */
+import { Readable } from 'node:stream';
+import { DEFAULT_MAX_SOURCE_BYTES } from '../limits.js';
+import { fetchSource, type SourceResponse } from './http/fetch.js';
+import { SourceAgents } from './http/guard.js';
+import { localSources } from './local-source.js';
+import { createS3Client, type S3Env } from './s3/client.js';
+import { isS3Ref } from './s3/ref.js';
+import { S3SourceStore } from './s3/source-store.js';
+import type { OpenedSource, SourceInfo, SourceStore } from './types.js';
+
+/** How sources may be reached: resolved once per command from its flags and environment. */
+export interface SourceAccess {
+  /** A remote source over this many bytes is refused unread (`--max-source-bytes`). */
+  maxBytes: number;
+  /** Let loopback and private addresses through the address guard (`--allow-private-sources`). */
+  allowPrivate: boolean;
+  /** Where the S3 client reads its configuration (normally `process.env`). */
+  env: S3Env;
+}
+
+/** The access a command has when it says nothing: the 200 MB cap, private addresses refused. */
+export function defaultSourceAccess(env: S3Env = process.env): SourceAccess {
+  return { maxBytes: DEFAULT_MAX_SOURCE_BYTES, allowPrivate: false, env };
+}
+
+/** The three forms of reference a manifest's `image` may take. */
+export type SourceKind = 'local' | 'http' | 's3';
+
+/** Which store a reference belongs to: by its scheme, case-insensitively for http(s). */
+export function sourceKind(ref: string): SourceKind {
+  if (isS3Ref(ref)) return 's3';
+  if (/^https?:\/\//i.test(ref)) return 'http';
+  return 'local';
+}
+
+/** Whether a reference is remote (read over the network, never a local path). */
+export function isRemoteRef(ref: string): boolean {
+  return sourceKind(ref) !== 'local';
+}
+
+/** The sources of one process: a {@link SourceStore} for every form, and what it holds open. */
+export interface Sources extends SourceStore {
+  readonly access: SourceAccess;
+  /** Closes pooled connections (http keep-alive, the S3 client). */
+  close(): void;
+}
+
+/**
+ * {@link SourceStore} over http(s) URLs, through the address guard. `stat` reads the head of a GET
+ * and drops the body (many sources answer no HEAD); `open` hands out the body as it streams.
+ */
+export class HttpSourceStore implements SourceStore {
+  readonly #agents: SourceAgents;
+  readonly #maxBytes: number;
+
+  constructor(options: { allowPrivate: boolean; maxBytes: number }) {
+    this.#agents = new SourceAgents({ allowPrivate: options.allowPrivate });
+    this.#maxBytes = options.maxBytes;
+  }
+
+  async stat(ref: string): Promise<SourceInfo> {
+    const response = await this.#get(ref);
+    response.body.destroy();
+    return infoOf(ref, response);
+  }
+
+  async open(ref: string): Promise<OpenedSource> {
+    let response: SourceResponse | null = await this.#get(ref);
+    const first = response;
+    const take = async (): Promise<Readable> => {
+      // The first read takes the body already under way; another read fetches it again.
+      const body = (response ?? (await this.#get(ref))).body;
+      response = null;
+      return body;
+    };
+    const bytes = async () => Buffer.concat(await (await take()).toArray());
+    return {
+      ...infoOf(ref, first),
+      localPath: null,
+      stream: () => Readable.from(streamOf(take)),
+      bytes,
+      head: async (n) => (await bytes()).subarray(0, n),
+    };
+  }
+
+  close(): void {
+    this.#agents.destroy();
+  }
+
+  async #get(ref: string): Promise<SourceResponse> {
+    const response = await fetchSource(ref, { agents: this.#agents, maxBytes: this.#maxBytes });
+    if (response.notModified) throw new Error(`unreachable: an unconditional GET of ${ref} answered 304`);
+    return response;
+  }
+}
+
+async function* streamOf(take: () => Promise<Readable>): AsyncGenerator<Buffer> {
+  for await (const chunk of await take()) yield chunk as Buffer;
+}
+
+function infoOf(ref: string, response: SourceResponse): SourceInfo {
+  const mtimeMs = response.lastModified === undefined ? Number.NaN : Date.parse(response.lastModified);
+  return {
+    ref,
+    size: response.size ?? -1,
+    mtimeMs: Number.isFinite(mtimeMs) ? mtimeMs : 0,
+    version: response.etag ?? response.lastModified ?? '',
+  };
+}
+
+/** The sources of a process under `access`; the S3 client is made when the first `s3://` is read. */
+export function createSources(access: SourceAccess): Sources {
+  const http = new HttpSourceStore(access);
+  let s3: { store: S3SourceStore; close(): void } | undefined;
+  const s3Store = (): S3SourceStore => {
+    if (!s3) {
+      const { client } = createS3Client(access.env);
+      s3 = { store: new S3SourceStore(client, { maxBytes: access.maxBytes }), close: () => client.destroy() };
+    }
+    return s3.store;
+  };
+  const storeOf = (ref: string): SourceStore => {
+    const kind = sourceKind(ref);
+    return kind === 's3' ? s3Store() : kind === 'http' ? http : localSources;
+  };
+  return {
+    access,
+    stat: (ref) => storeOf(ref).stat(ref),
+    open: (ref) => storeOf(ref).open(ref),
+    close() {
+      http.close();
+      s3?.close();
+    },
+  };
+}
