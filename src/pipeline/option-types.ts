@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
+import type { SourceAccess } from '../storage/sources.js';
 import type { RunEvent } from './events.js';
 import type { Shard } from './shard.js';
 
@@ -136,6 +137,11 @@ export interface RunOptions {
    */
   service?: ServiceInput;
   preflight?: PreflightRunOptions;
+  /**
+   * How remote sources (https URLs, `s3://`) are reached: the size cap, private addresses, the
+   * environment of the S3 client (docs/contract.md#sources). @default {@link defaultSourceAccess}
+   */
+  sources?: Partial<SourceAccess>;
   limits?: LimitOptions;
   resume?: ResumeOptions;
   timing?: TimingOptions;

@@ -22,6 +22,7 @@ import { UploadReader } from '../stages/submit.js';
 import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
 import { LocalOutputStore } from '../storage/local-output.js';
+import type { SourceAccess } from '../storage/sources.js';
 import type { OutputStore } from '../storage/types.js';
 import type { ItemStatus } from '../types.js';
 import { createRunLogger } from '../util/logger.js';
@@ -40,6 +41,8 @@ export interface WorkerOptions {
   service: { baseUrl: string; apiKey: string; governor?: GovernorOptions; unreachableMs?: number };
   /** Items this worker holds at once (each one job slot at the service). @default 8 */
   concurrency?: number;
+  /** How remote sources are reached (as `run`'s `sources`). @default {@link defaultSourceAccess} */
+  sources?: Partial<SourceAccess>;
   /** Exit once nothing is left in the queue (waiting, delayed or held by any worker). @default false */
   untilDrained?: boolean;
   /**
