@@ -17,47 +17,17 @@
  * `BENCH_SCALE_REVIEW_PAIRS` (pairs of runs without and with the review whose median cost is the
  * verdict; default 5).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createReadStream, createWriteStream, readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { buildDist, CONCURRENCY, measureCli, measureCommand, startEmulator } from './cli-run.js';
 import { type MinimalItem, runMinimal } from './minimal.js';
-import { fmt, printTable, quantile, type RequestCounts, tempDir, verdict, writeKitchens } from './util.js';
+import { fmt, printTable, quantile, tempDir, verdict, writeKitchens } from './util.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STYLES = ['scandinavian', 'industrial', 'japandi', 'farmhouse', 'modern', 'coastal'];
 /** Distinct drawings; bigger catalogues copy them to more files (preflight still reads and hashes each). */
 const DRAWINGS = 1700;
-const CONCURRENCY = 64;
-
-/** What one CLI run measured. */
-interface CliFigures {
-  exitCode: number | null;
-  wallS: number;
-  peakRssMb: number;
-  /** The peak of the tree's plain VmRSS sum (pages shared by its processes counted in each). */
-  naiveRssMb: number;
-  /** Largest JavaScript heap left after a full (mark-compact) GC: the live heap, from `--trace-gc`. */
-  liveHeapMb: number | null;
-  succeeded: number;
-  /** Items per second from the first POST to the last download (null on a run that sent nothing). */
-  rate: number | null;
-  /** Seconds from the last download to the exit. */
-  tailS: number | null;
-  /** Of which: from the last download to the reports written (`run_end` in run.log). */
-  reportsS: number | null;
-  /** run.log's `review_end` figures (null with `--no-review`). */
-  reviewEnd: { reviewed: number; sources_decoded: number } | null;
-  requests: RequestCounts;
-  /** CPU seconds (user + system, every thread) of the CLI, and of the emulator during the run. */
-  cpuS: number;
-  /** Of it, the CPU seconds of the processes the CLI started (the review's). */
-  childrenCpuS: number;
-  emulatorCpuS: number;
-}
 
 /** Prints the scale section. */
 export async function benchScale(): Promise<void> {
@@ -76,14 +46,7 @@ export async function benchScale(): Promise<void> {
   if (!Number.isInteger(reviewPairs) || reviewPairs < 1)
     throw new Error('BENCH_SCALE_REVIEW_PAIRS: a whole number ≥ 1');
   console.log('building dist/ (the CLI runs as a child process, as users run it)');
-  execFileSync(
-    process.execPath,
-    [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: ROOT,
-      stdio: 'inherit',
-    },
-  );
+  buildDist();
   const rows: string[][] = [];
   const peaks: Array<{ items: number; rss: number; heap: number | null }> = [];
   for (const items of sizes) {
@@ -277,242 +240,12 @@ async function writeCatalogue(dir: string, items: number) {
   return { manifest, warmUp, images, items: work, meanBytes: drawn.meanBytes };
 }
 
-/** The emulator process: its URL, and its request counts on demand. */
-async function startEmulator(maxJobs: number) {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(ROOT, 'bench', 'emulator.ts'), String(maxJobs)],
-    {
-      cwd: ROOT,
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
-  );
-  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const url = String((await lines.next()).value);
-  return {
-    url,
-    async command(name: 'stats' | 'reset'): Promise<unknown> {
-      child.stdin!.write(`${name}\n`);
-      return JSON.parse(String((await lines.next()).value));
-    },
-    stop: () => child.stdin!.end(),
-    cpuS: () => cpuTicks(child.pid!) / CLOCK_TICKS,
-  };
-}
-
-/** Runs `kitchen-batch run` as a child process and measures it. */
-async function measureCli(
-  cwd: string,
-  manifest: string,
-  out: string,
-  emulator: Awaited<ReturnType<typeof startEmulator>>,
-  extra: string[] = [],
-): Promise<CliFigures> {
-  await emulator.command('reset');
-  // The previous run's files written back to disk now, not during this one (ext4 converts the
-  // extents of files written earlier in kernel threads that would take this run's CPU).
-  execFileSync('sync');
-  const emulatorCpu = emulator.cpuS();
-  const started = performance.now();
-  const child = spawn(
-    process.execPath,
-    [
-      '--trace-gc',
-      path.join(ROOT, 'dist', 'bin.js'),
-      'run',
-      manifest,
-      '--base-url',
-      emulator.url,
-      '--out',
-      out,
-      '--concurrency',
-      String(CONCURRENCY),
-      '--no-progress',
-      '--json',
-      ...extra,
-    ],
-    {
-      cwd,
-      env: { PATH: process.env.PATH ?? '', KITCHEN_API_KEY: 'bench' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const peak = sampleProcess(child);
-  // stdout: the GC trace (one line per collection) and the CLI's JSON summary, read line by line.
-  let summaryLine = '{}';
-  let liveHeapMb: number | null = null;
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    if (line.startsWith('{')) summaryLine = line;
-    const full = /Mark-Compact [\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(line);
-    if (full) liveHeapMb = Math.max(liveHeapMb ?? 0, Number(full[1]));
-  });
-  const [code] = (await once(child, 'exit')) as [number | null];
-  const exitedAt = Date.now();
-  const wallS = (performance.now() - started) / 1000;
-  const summary = JSON.parse(summaryLine) as { totals?: { succeeded?: number } };
-  const { firstPost, lastDownload, runEnd, reviewEnd } = await runTimes(out);
-  const requests = (await emulator.command('stats')) as RequestCounts;
-  const sent = firstPost !== null && lastDownload !== null && requests.creates > 0;
-  return {
-    exitCode: code,
-    wallS,
-    peakRssMb: peak.stop(),
-    naiveRssMb: peak.naiveSumMb(),
-    cpuS: peak.cpuS(),
-    childrenCpuS: peak.childrenCpuS(),
-    emulatorCpuS: emulator.cpuS() - emulatorCpu,
-    liveHeapMb,
-    succeeded: summary.totals?.succeeded ?? 0,
-    rate: sent ? requests.creates / ((lastDownload - firstPost) / 1000) : null,
-    tailS: sent ? (exitedAt - lastDownload) / 1000 : null,
-    reportsS: sent && runEnd !== null ? (runEnd - lastDownload) / 1000 : null,
-    reviewEnd,
-    requests,
-  };
-}
-
-/** Runs the built CLI with `args` in `cwd` (stdout dropped, stderr shown): its time, peak RSS and exit code. */
-async function measureCommand(
-  cwd: string,
-  args: string[],
-): Promise<{ seconds: number; peakRssMb: number; exitCode: number | null }> {
-  const started = performance.now();
-  const child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js'), ...args], {
-    cwd,
-    env: { PATH: process.env.PATH ?? '' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const peak = sampleProcess(child);
-  const [exitCode] = (await once(child, 'exit')) as [number | null];
-  return { seconds: (performance.now() - started) / 1000, peakRssMb: peak.stop(), exitCode };
-}
-
-/**
- * Peak resident memory and CPU time of a child and of the processes it starts (the review's),
- * sampled from /proc every 100 ms. The peak is the child's own (VmHWM: the kernel's peak) or the
- * largest sum over the tree, whichever is higher; the CPU time of each process is its last sample.
- *
- * In the sum, a process the child started counts its private pages only (smaps_rollup's
- * Private_Clean + Private_Dirty): its shared pages are the Node.js binary's and libvips' (measured
- * for the review's process: 50 of its 100 MB, all shared clean), which the child maps and has
- * resident too, so adding its whole RSS counted them twice; memory of the machine (or of a
- * container's cgroup) holds them once. `naiveSum` is the peak of the plain VmRSS sum, for comparison.
- */
-function sampleProcess(child: ChildProcess): {
-  stop(): number;
-  naiveSumMb(): number;
-  cpuS(): number;
-  childrenCpuS(): number;
-} {
-  let peakKb = 0;
-  let naivePeakKb = 0;
-  const ticks = new Map<number, number>();
-  const read = () => {
-    let sumKb = 0;
-    let naiveKb = 0;
-    for (const pid of processTree(child.pid!)) {
-      try {
-        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-        const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-        naiveKb += rssKb;
-        if (pid === child.pid) {
-          peakKb = Math.max(peakKb, Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0));
-          sumKb += rssKb;
-        } else {
-          sumKb += privateKb(pid);
-        }
-        ticks.set(pid, cpuTicks(pid));
-      } catch {}
-    }
-    peakKb = Math.max(peakKb, sumKb);
-    naivePeakKb = Math.max(naivePeakKb, naiveKb);
-  };
-  const timer = setInterval(read, 100);
-  return {
-    stop() {
-      clearInterval(timer);
-      return peakKb / 1024;
-    },
-    naiveSumMb: () => naivePeakKb / 1024,
-    // The last samples (within 100 ms of each exit): close enough for a run of tens of seconds.
-    cpuS: () => [...ticks.values()].reduce((sum, n) => sum + n, 0) / CLOCK_TICKS,
-    childrenCpuS: () =>
-      [...ticks].reduce((sum, [pid, n]) => (pid === child.pid ? sum : sum + n), 0) / CLOCK_TICKS,
-  };
-}
-
-/** A process's private resident memory (pages no other process maps), kB. */
-function privateKb(pid: number): number {
-  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
-  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(rollup)?.[1] ?? 0);
-  return field('Private_Clean') + field('Private_Dirty');
-}
-
-/** A process and its descendants (from /proc/<pid>/task/<tid>/children), or none once it has exited. */
-function processTree(pid: number): number[] {
-  const tree = [pid];
-  for (let i = 0; i < tree.length; i++) {
-    try {
-      for (const tid of readdirSync(`/proc/${tree[i]}/task`)) {
-        const children = readFileSync(`/proc/${tree[i]}/task/${tid}/children`, 'utf8');
-        tree.push(...children.split(' ').filter(Boolean).map(Number));
-      }
-    } catch {}
-  }
-  return tree;
-}
-
-/** Clock ticks a second of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux). */
-const CLOCK_TICKS = 100;
-
-/** CPU time (user + system, all threads) a process has used so far, in clock ticks. */
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (in parentheses, which may hold spaces): utime is the 14th field.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11]) + Number(fields[12]);
-}
-
 /** report.json's `totals.needs_review` of a finished run. */
 function needsReview(out: string): number | string {
   const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as {
     run?: { totals?: { needs_review?: number } };
   };
   return report.run?.totals?.needs_review ?? 'none';
-}
-
-/** The wall-clock times of this run's first POST (journal `submitting`) and last download (run.log). */
-async function runTimes(out: string): Promise<{
-  firstPost: number | null;
-  lastDownload: number | null;
-  runEnd: number | null;
-  /** run.log's `review_end` line (results reviewed, sources the review decoded itself), if any. */
-  reviewEnd: { reviewed: number; sources_decoded: number } | null;
-}> {
-  let firstPost: number | null = null;
-  let runStart = 0;
-  for await (const line of createInterface({ input: createReadStream(path.join(out, 'journal.jsonl')) })) {
-    if (line.startsWith('{"t":"run"')) {
-      runStart = Date.parse((JSON.parse(line) as { at: string }).at);
-      firstPost = null;
-    } else if (firstPost === null && line.startsWith('{"t":"submitting"')) {
-      const at = Date.parse((JSON.parse(line) as { at: string }).at);
-      if (at >= runStart) firstPost = at;
-    }
-  }
-  let lastDownload: number | null = null;
-  let runEnd: number | null = null;
-  let reviewEnd = null;
-  for await (const line of createInterface({ input: createReadStream(path.join(out, 'run.log')) })) {
-    if (line.includes('"event":"review_end"')) reviewEnd = JSON.parse(line);
-    const end = line.includes('"event":"run_end"');
-    if (!end && !line.includes('"event":"downloaded"')) continue;
-    const at = Date.parse((JSON.parse(line) as { time: string }).time);
-    if (at < runStart) continue;
-    if (end) runEnd = at;
-    else lastDownload = at;
-  }
-  return { firstPost, lastDownload, runEnd, reviewEnd };
 }
 
 /** `kitchen-batch report` over a synthetic finished journal of `items` items. */
