@@ -176,6 +176,8 @@ export interface ResolvedRunOptions {
   service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
     Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
   preflight: Required<Omit<PreflightRunOptions, 'stripMetadata'>>;
+  /** How remote sources are reached: given, else from the environment, else the defaults. */
+  sources: SourceAccess;
   limits: {
     concurrency: number;
     maxSubmissions: number | null;

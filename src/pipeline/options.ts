@@ -24,6 +24,7 @@ import type {
 } from './option-types.js';
 import { LOG_LEVELS } from './option-types.js';
 import { checkShard } from './shard.js';
+import { resolveSourceAccess } from './source-access.js';
 
 // The shapes are imported from here by callers that want the resolver too.
 export * from './option-types.js';
@@ -142,6 +143,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       keepMetadata: keepMetadata(preflight, label),
       maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, MAX_SIDE, MAX_SIDE.default),
     },
+    sources: resolveSourceAccess(input.sources, label),
     limits: {
       concurrency: wholeNumber(
         label('limits.concurrency'),

@@ -5,6 +5,7 @@ import type { StateLookup } from '../state/table.js';
 import type { OutputStore } from '../storage/types.js';
 import type { ItemError, Report, ReportItem, ReportTotals, RunStats } from '../types.js';
 import { grown } from '../util/packed.js';
+import { redactUrl, redactUrlsInText } from '../util/redact-url.js';
 
 /** What the report says about a run beside its items. */
 export interface RunInfo {
@@ -88,6 +89,24 @@ export function unplannedItem(entry: PlanEntry, error: ItemError = UNFINISHED.ne
     preflight: [],
     review: null,
     ambiguous_resends: 0,
+  };
+}
+
+/**
+ * An item as the reports show it (docs/contract.md#secrets-in-urls): its `image` and any URL its
+ * error message quotes with the secret query parameters (a pre-signed URL's signature, `token`,
+ * `key`...) as `***`. The journal and Redis keep the URL whole (a rerun needs it); report.json,
+ * report.csv, report.html and the summaries print this. The same object back when there is no URL,
+ * so the cost for a catalogue of local files is two `includes` per row.
+ */
+export function shownItem(item: ReportItem): ReportItem {
+  const { error } = item;
+  const quotes = error?.message.includes('://') ?? false;
+  if (!item.image.includes('://') && !quotes) return item;
+  return {
+    ...item,
+    image: redactUrl(item.image),
+    ...(quotes && error ? { error: { ...error, message: redactUrlsInText(error.message) } } : {}),
   };
 }
 
