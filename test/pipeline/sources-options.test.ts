@@ -72,9 +72,9 @@ describe('run options: sources', () => {
         resolveRunOptions({ ...base, sources: { env, allowPrivate: 'yes' as unknown as boolean } }),
       ),
     ).toBe('sources.allowPrivate: expected true or false, got "yes"');
-    expect(refusal(() => resolveRunOptions({ ...base, sources: { env: 'x' as unknown as NodeJS.ProcessEnv } }))).toBe(
-      'sources.env: expected an object of environment variables, got "x"',
-    );
+    expect(
+      refusal(() => resolveRunOptions({ ...base, sources: { env: 'x' as unknown as NodeJS.ProcessEnv } })),
+    ).toBe('sources.env: expected an object of environment variables, got "x"');
     expect(refusal(() => resolveRunOptions({ ...base, sources: 5 as unknown as object }))).toBe(
       'sources: expected an object, got 5',
     );
