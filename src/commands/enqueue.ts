@@ -94,7 +94,8 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
         deps.stderr.write(`warning: ${warning}\n`);
       await claimRun(connection, url, {
         out,
-        manifest: path.resolve(deps.cwd, manifestPath),
+        // A remote manifest is recorded as it was named; a local one by its absolute path.
+        manifest: isRemoteRef(manifestPath) ? manifestPath : path.resolve(deps.cwd, manifestPath),
         created_at: new Date().toISOString(),
       });
       const counts = await enqueueItems(

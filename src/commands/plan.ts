@@ -86,7 +86,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
       await spool.write(JSON.stringify(row));
     }
     const header = {
-      manifest: manifestPath,
+      manifest: redactUrl(manifestPath),
       out_dir: outDir,
       styles_checked: styles !== null,
       summary: summary.counts,

@@ -39,7 +39,15 @@ export function isResolved(options: object): options is ResolvedRunOptions {
 
 /** The default output folder: `output/<manifest file name without extension>` under `cwd`. */
 export function defaultOutDir(cwd: string, manifest: string): string {
-  return path.resolve(cwd, 'output', path.basename(manifest).replace(/\.[^.]+$/, ''));
+  return path.resolve(cwd, 'output', path.basename(manifestName(manifest)).replace(/\.[^.]+$/, ''));
+}
+
+/**
+ * The manifest's name as a path: a manifest at an http(s) URL is named by the URL's path, without
+ * its query (a pre-signed URL's signature must not name a folder) or fragment.
+ */
+function manifestName(manifest: string): string {
+  return /^https?:\/\//i.test(manifest) ? manifest.replace(/[?#].*$/s, '') : manifest;
 }
 
 /**
@@ -47,7 +55,7 @@ export function defaultOutDir(cwd: string, manifest: string): string {
  * (`cat.jsonl` beside `cat.json`): `output/<manifest file name>` under `cwd`, extension kept.
  */
 export function fallbackOutDir(cwd: string, manifest: string): string {
-  return path.resolve(cwd, 'output', path.basename(manifest));
+  return path.resolve(cwd, 'output', path.basename(manifestName(manifest)));
 }
 
 /**
