@@ -209,6 +209,37 @@ describe.skipIf(!HAS_REDIS)('enqueue with remote sources (real Redis, source ser
     ]);
   });
 
+  it('stats at most 16 sources at once (a catalogue of 10^5 items does not open 10^5 sockets)', async () => {
+    connection = new Redis(redis.url);
+    // Calls into the real store, counted while they are under way: every call starts in the same
+    // turn (the items are at hand, the answers need the network), so the most seen is the bound.
+    let inFlight = 0;
+    let most = 0;
+    const bounded: SourceStore = {
+      stat: async (ref) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          return await sources.stat(ref);
+        } finally {
+          inFlight--;
+        }
+      },
+      open: (ref) => sources.open(ref),
+    };
+    const items: Item[] = [];
+    for (let n = 0; n < 40; n++) {
+      source.routes.set(`/many/${n}.jpg`, (_req, res) => {
+        res.writeHead(200, { 'content-type': 'image/jpeg', etag: `"m${n}"`, 'content-length': 4 });
+        res.end(Buffer.from([0xff, 0xd8, 0xff, 0xe0]));
+      });
+      items.push(item(100 + n, source.url(`/many/${n}.jpg`)));
+    }
+    const counts = await enqueueItems(connection, each(items), () => {}, { sources: bounded });
+    expect(counts).toMatchObject({ items: 40, added: 40 });
+    expect(most).toBe(16);
+    expect(source.requests.filter((r) => r.url.startsWith('/many/'))).toHaveLength(40);
+  });
+
   it("a source that cannot be stat'ed is named (URL redacted) and not queued", async () => {
     connection = new Redis(redis.url);
     const rejected: string[] = [];
