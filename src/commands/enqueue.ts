@@ -278,7 +278,9 @@ type Planned = { jobId: string; data: QueuedItem } | { item: Item; error: string
 
 /** An item's job, or why it cannot be queued. */
 async function planItem(item: Item, sources: SourceStore, readers: PQueue): Promise<Planned> {
-  if (item.rejection) return { item, error: `${item.rejection.code}: ${item.rejection.message}` };
+  if (item.rejection) {
+    return { item, error: redactUrlsInText(`${item.rejection.code}: ${item.rejection.message}`) };
+  }
   let identity: string;
   try {
     identity = await sourceIdentity(item.imagePath, sources, readers);
