@@ -10,6 +10,8 @@ import type { RUN_FLAGS } from './commands/command-table.js';
 import { UsageError } from './errors.js';
 import type { PlanOptions } from './pipeline/options.js';
 import { parseShard } from './pipeline/shard.js';
+import { byteSizeFlag } from './pipeline/source-access.js';
+import type { SourceAccess } from './storage/sources.js';
 import type { FlagValues } from './util/flags.js';
 import { durationFlag, fractionFlag, intFlag, OptionError, rateFlag, secondsFlag } from './util/validate.js';
 
@@ -65,8 +67,29 @@ export function serviceConfig(
 /** The flags of `run` and `plan` as parsed, typed by their declaration. */
 export type RunFlagValues = FlagValues<typeof RUN_FLAGS>;
 
+/**
+ * The source flags of `run`, `plan`, `enqueue` and `worker` as a partial {@link SourceAccess}: what a
+ * flag gives wins, the rest comes from `env` when the access is resolved (`resolveSourceAccess`).
+ */
+export function sourceFlagOptions(
+  values: { 'max-source-bytes'?: string | undefined; 'allow-private-sources'?: boolean | undefined },
+  env: NodeJS.ProcessEnv,
+): Partial<SourceAccess> {
+  const maxBytes = byteSizeFlag('max-source-bytes', values['max-source-bytes']);
+  return {
+    env,
+    ...(maxBytes !== undefined ? { maxBytes } : {}),
+    ...(values['allow-private-sources'] ? { allowPrivate: true } : {}),
+  };
+}
+
 /** Maps `run`'s (and `plan`'s) flags onto run options (unchecked but for the flags' syntax). */
-export function runFlagOptions(manifest: string, cwd: string, values: RunFlagValues): PlanOptions {
+export function runFlagOptions(
+  manifest: string,
+  cwd: string,
+  values: RunFlagValues,
+  env: NodeJS.ProcessEnv = process.env,
+): PlanOptions {
   const defined = <T extends object>(o: T) =>
     Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as {
       [K in keyof T]: Exclude<T[K], undefined>;
@@ -88,6 +111,7 @@ export function runFlagOptions(manifest: string, cwd: string, values: RunFlagVal
       stripMetadata: values['strip-metadata'],
       keepMetadata: values['keep-metadata'],
     }),
+    sources: sourceFlagOptions(values, env),
     resume: defined({
       retryFailed: values['retry-failed'],
       retryAmbiguous: values['retry-ambiguous'],

@@ -5,10 +5,18 @@
  * against them, and the README's option tables are written from them (`npm run docs:options`).
  * This module loads nothing heavy: the overview must not pull in BullMQ or sharp.
  */
-import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
+import {
+  CONCURRENCY,
+  DEFAULT_MAX_SOURCE_BYTES,
+  JOB_TIMEOUT_MS,
+  MAX_SIDE,
+  WORKER_GRACE_MS,
+  WORKER_STALL_MS,
+} from '../limits.js';
 import type { OptionLabel } from '../pipeline/option-types.js';
 import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { SANDBOX_FLAGS } from '../sandbox/flags.js';
+import type { ALLOW_PRIVATE_FLAG } from '../storage/http/guard.js';
 import type { FlagTable } from '../util/flags.js';
 
 /** One command's page and flags. */
@@ -38,6 +46,25 @@ export const SERVICE_FLAGS = {
 } as const satisfies FlagTable;
 
 const { sandbox, ...KEY_AND_URL } = SERVICE_FLAGS;
+
+/** The address guard's flag as `storage/http/guard.ts` names it in its refusals, without dashes. */
+type GuardFlag = typeof ALLOW_PRIVATE_FLAG extends `--${infer N}` ? N : never;
+
+/** Flags of every command that reads remote sources (https, `s3://`): run, plan, enqueue, worker. */
+export const SOURCE_FLAGS = {
+  'max-source-bytes': {
+    type: 'string',
+    sets: 'sources.maxBytes',
+    value: 'SIZE',
+    help: 'a remote source (https, S3) over SIZE is refused unread (rejected/too_large): bytes, or K, M, G (1024-based), e.g. 50M (or KITCHEN_MAX_SOURCE_BYTES)',
+    shown: `${DEFAULT_MAX_SOURCE_BYTES / 1024 ** 2}M`,
+  },
+  ['allow-private-sources' satisfies GuardFlag]: {
+    type: 'boolean',
+    sets: 'sources.allowPrivate',
+    help: 'let sources on loopback and private addresses (10/8, 172.16/12, 192.168/16, fc00::/7) through the address guard, for an internal DAM (or KITCHEN_ALLOW_PRIVATE_SOURCES=1); link-local and metadata addresses stay refused',
+  },
+} as const satisfies FlagTable;
 
 /** Flags of `run` and `plan`. */
 export const RUN_FLAGS = {
@@ -149,6 +176,7 @@ export const RUN_FLAGS = {
     shown: 'info',
   },
   'no-progress': { type: 'boolean', help: 'no progress display on stderr' },
+  ...SOURCE_FLAGS,
   verbose: {
     type: 'boolean',
     short: 'v',
@@ -212,6 +240,7 @@ export const ENQUEUE_FLAGS = {
     type: 'boolean',
     help: 'put back the items whose job failed at the service: the workers submit them again',
   },
+  ...SOURCE_FLAGS,
   json: { type: 'boolean', help: 'print the counts as one JSON object' },
 } as const satisfies FlagTable;
 
@@ -257,6 +286,7 @@ export const WORKER_FLAGS = {
     help: "skip the review of each result against its source (see run; duplicates are found among this worker's results)",
   },
   'review-threshold': RUN_FLAGS['review-threshold'],
+  ...SOURCE_FLAGS,
   'log-level': { ...RUN_FLAGS['log-level'], help: 'level of <out>/workers/<name>.log' },
   name: {
     type: 'string',

@@ -1,20 +1,28 @@
 /**
  * `kitchen-batch enqueue <manifest> --redis URL --out DIR` (docs/contract.md#worker-mode): plans the
- * manifest once (each image read once for its fingerprint) and adds one BullMQ job per item that is
- * not queued or done yet. Adding is idempotent (the job id is the item's fingerprint and id), so
- * enqueueing again, or the same catalogue with new rows, adds only what is new.
+ * manifest once and adds one BullMQ job per item that is not queued or done yet. A local image is
+ * read once for its fingerprint; a remote one (https, `s3://`) only stat'ed: its version (ETag,
+ * version id or Last-Modified) and size stand for its bytes, so no body crosses the network here
+ * (the workers fetch what they work on). Adding is idempotent (the job id is the item's fingerprint
+ * and id), so enqueueing again, or the same catalogue with new rows, adds only what is new.
  */
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import PQueue from 'p-queue';
+import { sourceFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
 import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
+import { resolveSourceAccess } from '../pipeline/source-access.js';
 import { fingerprint } from '../stages/fingerprint.js';
 import { localSources } from '../storage/local-source.js';
+import { createSources, isRemoteRef, sourceKind } from '../storage/sources.js';
+import type { SourceStore } from '../storage/types.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { sha256Stream } from '../util/fs.js';
+import { redactUrlsInText, redactUrl as shownUrl } from '../util/redact-url.js';
 import {
   claimRun,
   ITEM_ATTEMPTS,
@@ -27,12 +35,15 @@ import {
 } from '../worker/queue.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
 import { STATES_KEY, type StoredState, stateOfJob } from '../worker/store.js';
+import { flagLabel } from './command-table.js';
 import type { CommandDeps } from './common.js';
 import { parseFlags } from './parse.js';
 
 /** Items planned and looked up in Redis together. */
 const BATCH = 500;
-/** Images hashed at once. */
+/** Items planned at once: a remote source's stat is one round trip, so many may be in flight. */
+const PLANNERS = 16;
+/** Images read and hashed at once (local files, and remote sources that have no version). */
 const READERS = 8;
 
 /** What `enqueue` did. */
@@ -54,6 +65,8 @@ export interface EnqueueCounts {
 export interface EnqueueOptions {
   /** Put back the items whose job failed at the service, to be submitted again. @default false */
   retryFailed?: boolean;
+  /** Where images are stat'ed and read (`createSources`). @default the local files */
+  sources?: SourceStore;
 }
 
 /** `kitchen-batch enqueue`: exit 0, 1 when rows were rejected, 2 for usage, 3 for Redis. */
@@ -66,49 +79,57 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
   }
   const manifestPath = positionals[0]!;
   const url = redisUrl(values.redis, deps.env);
+  const access = resolveSourceAccess(sourceFlagOptions(values, deps.env), flagLabel);
   // The default folder moves aside from a local run of another manifest, as `run`'s does.
   const out =
     values.out === undefined
       ? await defaultWorkerOut(deps.cwd, manifestPath, deps.stderr)
       : path.resolve(deps.cwd, values.out);
   const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
-  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
-  return withRedis(url, async (connection) => {
-    for (const warning of await persistenceWarnings(connection, url))
-      deps.stderr.write(`warning: ${warning}\n`);
-    await claimRun(connection, url, {
-      out,
-      manifest: path.resolve(deps.cwd, manifestPath),
-      created_at: new Date().toISOString(),
-    });
-    const counts = await enqueueItems(
-      connection,
-      manifest.items(),
-      (item, message) =>
-        deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
-      { retryFailed: values['retry-failed'] ?? false },
-    );
-    if (values.json) {
-      deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), out, ...counts })}\n`);
-    } else {
-      deps.stdout.write(
-        `${counts.items} items → ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
-          `${counts.already_queued} already queued, ${counts.already_done} already done` +
-          (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
-          (counts.retried > 0 ? `, ${counts.retried} retried (had ended incomplete)` : '') +
-          (counts.retried_failed > 0 ? `, ${counts.retried_failed} failed put back (--retry-failed)` : '') +
-          (counts.rejected > 0 ? `, ${counts.rejected} rejected (listed above)` : '') +
-          '\n',
+  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
+  const sources = createSources(access);
+  try {
+    return await withRedis(url, async (connection) => {
+      for (const warning of await persistenceWarnings(connection, url))
+        deps.stderr.write(`warning: ${warning}\n`);
+      await claimRun(connection, url, {
+        out,
+        // A remote manifest is recorded as it was named; a local one by its absolute path.
+        manifest: isRemoteRef(manifestPath) ? manifestPath : path.resolve(deps.cwd, manifestPath),
+        created_at: new Date().toISOString(),
+      });
+      const counts = await enqueueItems(
+        connection,
+        manifest.items(),
+        (item, message) =>
+          deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
+        { retryFailed: values['retry-failed'] ?? false, sources },
       );
-    }
-    return counts.rejected > 0 ? 1 : 0;
-  });
+      if (values.json) {
+        deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), out, ...counts })}\n`);
+      } else {
+        deps.stdout.write(
+          `${counts.items} items → ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
+            `${counts.already_queued} already queued, ${counts.already_done} already done` +
+            (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
+            (counts.retried > 0 ? `, ${counts.retried} retried (had ended incomplete)` : '') +
+            (counts.retried_failed > 0 ? `, ${counts.retried_failed} failed put back (--retry-failed)` : '') +
+            (counts.rejected > 0 ? `, ${counts.rejected} rejected (listed above)` : '') +
+            '\n',
+        );
+      }
+      return counts.rejected > 0 ? 1 : 0;
+    });
+  } finally {
+    sources.close();
+  }
 }
 
 /**
- * Adds the items that are neither queued nor done: images are hashed eight at a time, and in
- * batches of 500 the job ids are looked up and the new ones added in one `addBulk`. A rejected row or an
- * image that cannot be read is reported through `reject` and not queued.
+ * Adds the items that are neither queued nor done: 16 items are planned at once (a remote source
+ * stat'ed, a local image hashed, eight at most reading bytes), and in batches of 500 the job ids
+ * are looked up and the new ones added in one `addBulk`. A rejected row or an image that cannot be
+ * read is reported through `reject` (any URL redacted) and not queued.
  */
 export async function enqueueItems(
   connection: Redis,
@@ -117,6 +138,9 @@ export async function enqueueItems(
   options: EnqueueOptions = {},
 ): Promise<EnqueueCounts> {
   const queue = openQueue(connection);
+  const sources = options.sources ?? localSources;
+  const readers = new PQueue({ concurrency: READERS });
+  const plan = (item: Item) => planItem(item, sources, readers);
   const counts: EnqueueCounts = {
     items: 0,
     added: 0,
@@ -218,7 +242,7 @@ export async function enqueueItems(
   };
   try {
     let batch: Planned[] = [];
-    for await (const planned of mapOrdered(items, READERS, planItem)) {
+    for await (const planned of mapOrdered(items, PLANNERS, plan)) {
       counts.items++;
       batch.push(planned);
       if (batch.length >= BATCH) {
@@ -253,16 +277,19 @@ async function failedAtService(
 type Planned = { jobId: string; data: QueuedItem } | { item: Item; error: string };
 
 /** An item's job, or why it cannot be queued. */
-async function planItem(item: Item): Promise<Planned> {
-  if (item.rejection) return { item, error: `${item.rejection.code}: ${item.rejection.message}` };
-  let sha: string;
-  try {
-    sha = await sha256Stream((await localSources.open(item.imagePath)).stream());
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return { item, error: `cannot read ${item.image} (${code ?? (error as Error).message})` };
+async function planItem(item: Item, sources: SourceStore, readers: PQueue): Promise<Planned> {
+  if (item.rejection) {
+    return { item, error: redactUrlsInText(`${item.rejection.code}: ${item.rejection.message}`) };
   }
-  const fp = fingerprint(item, sha);
+  let identity: string;
+  try {
+    identity = await sourceIdentity(item.imagePath, sources, readers);
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    const why = isRemoteRef(item.imagePath) ? `${code ? `${code}: ` : ''}${message}` : (code ?? message);
+    return { item, error: redactUrlsInText(`cannot read ${shownUrl(item.image)} (${why})`) };
+  }
+  const fp = fingerprint(item, identity);
   return {
     jobId: jobIdOf(item, fp),
     data: {
@@ -277,6 +304,27 @@ async function planItem(item: Item): Promise<Planned> {
       line: item.source.line,
     },
   };
+}
+
+/**
+ * What stands for a source's bytes in its fingerprint: the sha256 of a local file's bytes; for a
+ * remote source, its version (ETag, version id, else Last-Modified) and size from a stat (a HEAD, or
+ * the head of a GET whose body is dropped), with the URL (its query left out: a pre-signed URL's
+ * signature changes at every signing, its object does not) so that two hosts' equal ETags are not
+ * one image. A remote source with no version is read once and hashed, as a local file is.
+ *
+ * The worker's own fingerprint is the sha256 one (`stages/decide.ts`); the two never need to agree:
+ * a worker's state names the job it was written for (`queued`, `worker/store.ts`), which is what
+ * `report --redis`, `--retry-failed` and the next `enqueue` match it by.
+ */
+async function sourceIdentity(ref: string, sources: SourceStore, readers: PQueue): Promise<string> {
+  const hash = async () =>
+    (await readers.add(async () => sha256Stream((await sources.open(ref)).stream()))) as string;
+  if (!isRemoteRef(ref)) return hash();
+  const info = await sources.stat(ref);
+  if (!info.version) return hash();
+  const where = sourceKind(ref) === 'http' ? ref.replace(/[?#].*$/s, '') : ref;
+  return `v:${JSON.stringify([where, info.size, info.version])}`;
 }
 
 /**

@@ -8,9 +8,11 @@ import { type Decision, decide } from '../stages/decide.js';
 import { loadJournal } from '../state/journal.js';
 import { journalFile } from '../state/run-files.js';
 import { LocalOutputStore } from '../storage/local-output.js';
+import { createSources } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
+import { redactUrl, redactUrlsInText } from '../util/redact-url.js';
 import { Spool } from '../util/spool.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
@@ -45,7 +47,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
     cwd: deps.cwd,
     ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
   });
-  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${warning}\n`);
+  for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
   const styles = await fetchStyleKeys(values, deps);
   // The folder `run` would take (the default moves aside from another manifest's run; `--out` of one
   // is refused), read without its lock.
@@ -58,7 +60,8 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   // Finished results are looked at (not changed) where the run keeps them.
   const output = new LocalOutputStore(outDir);
   if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
-  const preflighter = createPreflighter(options.preflight);
+  const sources = createSources(options.sources);
+  const preflighter = createPreflighter({ ...options.preflight, sources });
   const spool = await Spool.create('kitchen-batch-plan-');
   const summary = new PlanSummary();
   const table = new TableWidths();
@@ -83,7 +86,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
       await spool.write(JSON.stringify(row));
     }
     const header = {
-      manifest: manifestPath,
+      manifest: redactUrl(manifestPath),
       out_dir: outDir,
       styles_checked: styles !== null,
       summary: summary.counts,
@@ -95,6 +98,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
     else await writeTable(deps.stdout, rows(), table, summary.counts, styles !== null);
   } finally {
     await preflighter.close();
+    sources.close();
     await spool.remove();
   }
   return summary.counts.rejected > 0 ? 1 : 0;
@@ -134,7 +138,8 @@ async function fetchStyleKeys(
 function planRow(item: Item, decision: Decision): PlanRow {
   const base = {
     id: item.id,
-    image: item.image,
+    // The plan is read by people and pasted in tickets: a pre-signed URL's signature stays out.
+    image: redactUrl(item.image),
     module: item.module,
     style: item.style ?? null,
     preflight: decision.preflight ? describePreflight(decision.preflight) : null,
@@ -142,7 +147,7 @@ function planRow(item: Item, decision: Decision): PlanRow {
   };
   switch (decision.action) {
     case 'reject':
-      return { ...base, action: 'reject', error: decision.error };
+      return { ...base, action: 'reject', error: shownError(decision.error) };
     case 'skip':
       return {
         ...base,
@@ -158,6 +163,11 @@ function planRow(item: Item, decision: Decision): PlanRow {
     default:
       return { ...base, action: decision.action, error: null };
   }
+}
+
+/** An error as the plan shows it: any URL it quotes redacted. */
+function shownError(error: { code: string; message: string }): { code: string; message: string } {
+  return error.message.includes('://') ? { ...error, message: redactUrlsInText(error.message) } : error;
 }
 
 /** Counts of the plan, row by row. */

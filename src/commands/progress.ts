@@ -1,4 +1,5 @@
 import type { ProgressCounts, RunEvent } from '../pipeline/events.js';
+import { redactUrlsInText } from '../util/redact-url.js';
 
 /** Where progress goes and how. */
 export interface ProgressOptions {
@@ -41,7 +42,8 @@ export class ProgressPrinter {
   readonly handle = (event: RunEvent): void => {
     if (event.type === 'warning') {
       this.#clear();
-      this.#options.stream.write(`warning: ${event.message}\n`);
+      // A warning may quote a source's URL: its signature is not for the terminal or a cron log.
+      this.#options.stream.write(`warning: ${redactUrlsInText(event.message)}\n`);
       return;
     }
     if (event.type !== 'progress' || this.#options.mode === 'off') return;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { StateError, UsageError } from '../errors.js';
 import { type RunInfo, reportRows } from '../report/build.js';
 import { WORKER_HINTS } from '../report/html/hints.js';
-import { writeReports } from '../report/write.js';
+import { sourceRef, writeReports } from '../report/write.js';
 import { JournalFold } from '../state/fold.js';
 import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
@@ -92,8 +92,11 @@ async function mergeCommand(
         const link = item.output
           ? path.relative(outDir, part.refOf(item.output)).split(path.sep).join('/')
           : null;
+        // A relative local path (sourceRef can't place it without the folder) is made absolute.
         const image =
-          manifestDir && !path.isAbsolute(item.image) ? path.resolve(manifestDir, item.image) : item.image;
+          manifestDir && sourceRef(item.image, undefined, true) === null
+            ? path.resolve(manifestDir, item.image)
+            : item.image;
         yield { ...item, output: link, image };
       }
     }

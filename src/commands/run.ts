@@ -4,6 +4,7 @@ import { checkManifestFile } from '../manifest/index.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
+import { redactUrlsInText } from '../util/redact-url.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
 import { parseFlags } from './parse.js';
@@ -20,7 +21,7 @@ export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: Comm
   if (!manifest || positionals.length > 1) {
     throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);
   }
-  return { input: runFlagOptions(manifest, deps.cwd, values), values };
+  return { input: runFlagOptions(manifest, deps.cwd, values, deps.env), values };
 }
 
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
@@ -98,8 +99,11 @@ export function summary(result: RunResult, json: boolean, sandbox: boolean): str
   }
   const shown = result.problems.slice(0, 10);
   for (const item of shown) {
+    // The report's problems come redacted (report/write.ts); this line is redacted again all the same.
     lines.push(
-      `  ${item.status.padEnd(10)} ${item.id}: ${item.error?.code ?? ''} ${item.error?.message ?? ''}`,
+      redactUrlsInText(
+        `  ${item.status.padEnd(10)} ${item.id}: ${item.error?.code ?? ''} ${item.error?.message ?? ''}`,
+      ),
     );
   }
   const more = t.items - t.succeeded - shown.length;

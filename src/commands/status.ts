@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import { UsageError } from '../errors.js';
 import type { ItemStatus } from '../types.js';
+import { redactUrl as shownUrl } from '../util/redact-url.js';
 import { openQueue, readRunMeta } from '../worker/queue.js';
 import { readSharedRate } from '../worker/rate.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
@@ -57,7 +58,7 @@ async function report(
     );
     return 0;
   }
-  deps.stdout.write(`run: ${meta.manifest} → ${meta.out} (enqueued ${meta.created_at})\n`);
+  deps.stdout.write(`run: ${shownUrl(meta.manifest)} → ${meta.out} (enqueued ${meta.created_at})\n`);
   const parts = STATES.filter((s) => (counts[s] ?? 0) > 0).map((s) => `${counts[s]} ${s}`);
   deps.stdout.write(`items: ${total}: ${parts.join(', ') || 'none'}\n`);
   deps.stdout.write(

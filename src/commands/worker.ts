@@ -2,10 +2,12 @@
  * `kitchen-batch worker --redis URL [--concurrency N] [--until-drained]` (docs/contract.md#worker-mode):
  * works on the items `enqueue` queued, beside any number of other workers.
  */
-import { serviceConfig } from '../config.js';
+import { serviceConfig, sourceFlagOptions } from '../config.js';
 import { EXIT, UsageError } from '../errors.js';
 import { CONCURRENCY, MAX_SIDE } from '../limits.js';
 import { LOG_LEVELS } from '../pipeline/options.js';
+import { resolveSourceAccess } from '../pipeline/source-access.js';
+import { redactUrlsInText } from '../util/redact-url.js';
 import {
   fractionFlag,
   intFlag,
@@ -17,6 +19,7 @@ import {
 } from '../util/validate.js';
 import { redisUrl } from '../worker/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
+import { flagLabel } from './command-table.js';
 import type { CommandDeps } from './common.js';
 import { parseFlags } from './parse.js';
 
@@ -42,6 +45,8 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const maxSide = wholeNumber('--max-side', intFlag('max-side', values['max-side']), MAX_SIDE);
   const threshold = fractionFlag('review-threshold', values['review-threshold']);
   const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
+  // Checked now (a bad KITCHEN_MAX_SOURCE_BYTES is exit 2 before Redis is reached), as run checks it.
+  const sources = resolveSourceAccess(sourceFlagOptions(values, deps.env), flagLabel);
   const config = serviceConfig(values, deps.env);
   for (const warning of config.warnings) deps.stderr.write(`warning: ${warning}\n`);
   if (!config.baseUrl || !config.apiKey) {
@@ -53,7 +58,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
     throw new UsageError(`the worker needs ${missing.join(' and ')}`);
   }
   const say = (line: string) => {
-    if (!values.json) deps.stderr.write(`${line}\n`);
+    if (!values.json) deps.stderr.write(`${redactUrlsInText(line)}\n`);
   };
   const summary = await runWorker({
     redisUrl: url,
@@ -63,6 +68,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
       ...(maxRate !== undefined ? { governor: { maxRate } } : {}),
     },
     ...(concurrency !== undefined ? { concurrency } : {}),
+    sources,
     untilDrained: values['until-drained'] ?? false,
     ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
     ...(grace !== undefined ? { graceMs: grace } : {}),

@@ -8,6 +8,7 @@ import type { GovernorOptions } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { UsageError } from '../errors.js';
 import { suggestStyles } from '../manifest/style-check.js';
+import type { SourceAccess } from '../storage/sources.js';
 import type {
   LimitOptions,
   OutputOptions,
@@ -48,6 +49,7 @@ const RUN_KEYS: ReadonlyArray<[string, readonly string[]]> = [
     ),
   ],
   ['preflight', keysOf<PreflightRunOptions>()('keepMetadata stripMetadata maxSide')],
+  ['sources', keysOf<SourceAccess>()('maxBytes allowPrivate env')],
   [
     'limits',
     keysOf<LimitOptions>()(

@@ -138,8 +138,11 @@ export interface RunOptions {
   service?: ServiceInput;
   preflight?: PreflightRunOptions;
   /**
-   * How remote sources (https URLs, `s3://`) are reached: the size cap, private addresses, the
-   * environment of the S3 client (docs/contract.md#sources). @default {@link defaultSourceAccess}
+   * How remote sources (https URLs, `s3://`) are reached (docs/contract.md#sources): `maxBytes`, the
+   * size cap (a whole number, at least 1024), and `allowPrivate`, loopback and private addresses let
+   * through the address guard; each not given is read from `env` (`KITCHEN_MAX_SOURCE_BYTES`,
+   * `KITCHEN_ALLOW_PRIVATE_SOURCES=1`), the environment the S3 client is configured from too.
+   * @default { maxBytes: 200 MiB, allowPrivate: false, env: process.env }
    */
   sources?: Partial<SourceAccess>;
   limits?: LimitOptions;
@@ -176,6 +179,8 @@ export interface ResolvedRunOptions {
   service: Required<Pick<ServiceOptions, 'baseUrl' | 'apiKey' | 'unreachableMs'>> &
     Pick<ServiceOptions, 'timeouts' | 'retry' | 'governor'>;
   preflight: Required<Omit<PreflightRunOptions, 'stripMetadata'>>;
+  /** How remote sources are reached: given, else from the environment, else the defaults. */
+  sources: SourceAccess;
   limits: {
     concurrency: number;
     maxSubmissions: number | null;

@@ -24,6 +24,7 @@ import type {
 } from './option-types.js';
 import { LOG_LEVELS } from './option-types.js';
 import { checkShard } from './shard.js';
+import { resolveSourceAccess } from './source-access.js';
 
 // The shapes are imported from here by callers that want the resolver too.
 export * from './option-types.js';
@@ -38,7 +39,15 @@ export function isResolved(options: object): options is ResolvedRunOptions {
 
 /** The default output folder: `output/<manifest file name without extension>` under `cwd`. */
 export function defaultOutDir(cwd: string, manifest: string): string {
-  return path.resolve(cwd, 'output', path.basename(manifest).replace(/\.[^.]+$/, ''));
+  return path.resolve(cwd, 'output', path.basename(manifestName(manifest)).replace(/\.[^.]+$/, ''));
+}
+
+/**
+ * The manifest's name as a path: a manifest at an http(s) URL is named by the URL's path, without
+ * its query (a pre-signed URL's signature must not name a folder) or fragment.
+ */
+function manifestName(manifest: string): string {
+  return /^https?:\/\//i.test(manifest) ? manifest.replace(/[?#].*$/s, '') : manifest;
 }
 
 /**
@@ -46,7 +55,7 @@ export function defaultOutDir(cwd: string, manifest: string): string {
  * (`cat.jsonl` beside `cat.json`): `output/<manifest file name>` under `cwd`, extension kept.
  */
 export function fallbackOutDir(cwd: string, manifest: string): string {
-  return path.resolve(cwd, 'output', path.basename(manifest));
+  return path.resolve(cwd, 'output', path.basename(manifestName(manifest)));
 }
 
 /**
@@ -142,6 +151,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
       keepMetadata: keepMetadata(preflight, label),
       maxSide: wholeNumber(label('preflight.maxSide'), preflight.maxSide, MAX_SIDE, MAX_SIDE.default),
     },
+    sources: resolveSourceAccess(input.sources, label),
     limits: {
       concurrency: wholeNumber(
         label('limits.concurrency'),

@@ -20,6 +20,7 @@ import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines } from '../state/plan-file.js';
 import { preparedDir } from '../state/run-files.js';
 import { openRunFolder, type RunFolder } from '../state/run-folder.js';
+import { createSources, type Sources } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import type { RunEvent } from './events.js';
 import { Flow } from './flow.js';
@@ -107,6 +108,8 @@ export interface RunParts {
   service: Connection;
   ctx: StageContext<ItemStore>;
   preflighter: Preflighter;
+  /** Where the items' images are read (local, https, S3), under the run's `sources` access. */
+  sources: Sources;
   thumbnails: EarlyThumbnails | null;
   reviewer: Reviewer | null;
   flow: Flow;
@@ -121,6 +124,8 @@ export function assembleRun(run: OpenedRun): RunParts {
   const refusal = shardChange(folder.lastRun?.shard, options.limits.shard, options.outDir);
   if (refusal) throw new StateError('shard_changed', refusal);
   const { logger } = folder;
+  // One set of pooled connections (http keep-alive, the S3 client) for every stage of the run.
+  const sources = createSources(options.sources);
   const store = new ItemStore(folder.journal, folder.states, {
     onFailure: (error) => flow.fail(error),
     interner: folder.interner,
@@ -179,6 +184,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   const preflighter = createPreflighter({
     cacheDir: preparedDir(options.outDir),
     ...options.preflight,
+    sources,
     // The as-is check's small rendition is the review's view of the source: not decoded twice.
     ...(reviewer ? { onSample: (sha: string, sample) => reviewer.offerSource(sha, sample) } : {}),
   });
@@ -209,10 +215,23 @@ export function assembleRun(run: OpenedRun): RunParts {
     flow,
     emit,
   });
-  return { logger, store, emit, service, ctx, preflighter, thumbnails, reviewer, flow, reporter, plan };
+  return {
+    logger,
+    store,
+    emit,
+    service,
+    ctx,
+    preflighter,
+    sources,
+    thumbnails,
+    reviewer,
+    flow,
+    reporter,
+    plan,
+  };
 }
 
-/** Stops what a run started, in order: reports, thumbnails, reviews (drained), the service, preflight. */
+/** Stops what a run started, in order: reports, thumbnails, reviews (drained), the service, preflight, sources. */
 export async function closeRun(parts: RunParts): Promise<void> {
   const { reporter, thumbnails, reviewer, flow } = parts;
   reporter.stop();
@@ -224,6 +243,7 @@ export async function closeRun(parts: RunParts): Promise<void> {
   reviewer?.logEnd();
   parts.service.close();
   await parts.preflighter.close();
+  parts.sources.close();
 }
 
 /** The caller's listener, made safe (one that throws is logged, never the run's end), after ours. */

@@ -5,6 +5,7 @@ import type { StateLookup } from '../state/table.js';
 import type { OutputStore } from '../storage/types.js';
 import type { ItemError, Report, ReportItem, ReportTotals, RunStats } from '../types.js';
 import { grown } from '../util/packed.js';
+import { redactUrl, redactUrlsInText } from '../util/redact-url.js';
 
 /** What the report says about a run beside its items. */
 export interface RunInfo {
@@ -91,6 +92,24 @@ export function unplannedItem(entry: PlanEntry, error: ItemError = UNFINISHED.ne
   };
 }
 
+/**
+ * An item as the reports show it (docs/contract.md#secrets-in-urls): its `image` and any URL its
+ * error message quotes with the secret query parameters (a pre-signed URL's signature, `token`,
+ * `key`...) as `***`. The journal and Redis keep the URL whole (a rerun needs it); report.json,
+ * report.csv, report.html and the summaries print this. The same object back when there is no URL,
+ * so the cost for a catalogue of local files is two `includes` per row.
+ */
+export function shownItem(item: ReportItem): ReportItem {
+  const { error } = item;
+  const quotes = error?.message.includes('://') ?? false;
+  if (!item.image.includes('://') && !quotes) return item;
+  return {
+    ...item,
+    image: redactUrl(item.image),
+    ...(quotes && error ? { error: { ...error, message: redactUrlsInText(error.message) } } : {}),
+  };
+}
+
 /** Totals of no items. */
 export function emptyTotals(): ReportTotals {
   return {
@@ -150,7 +169,8 @@ export class Tally {
       ? { ...run.stats, processing_time_p50_ms: p50, processing_time_p95_ms: p95 }
       : undefined;
     return {
-      manifest: run.manifest,
+      // A manifest at a pre-signed URL: its signature is not for the report (#secrets-in-urls).
+      manifest: redactUrlsInText(run.manifest),
       base_url: run.base_url,
       started_at: run.started_at,
       finished_at: run.finished_at,

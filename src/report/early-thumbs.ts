@@ -1,4 +1,3 @@
-import path from 'node:path';
 import PQueue from 'p-queue';
 import type { RunEvent } from '../pipeline/events.js';
 import type { StateLookup } from '../state/table.js';
@@ -6,6 +5,7 @@ import { localSources } from '../storage/local-source.js';
 import type { OutputStore, SourceStore } from '../storage/types.js';
 import { reportItem } from './build.js';
 import { ensureThumbnail, planThumbs, ThumbNames } from './thumbs.js';
+import { sourceRef } from './write.js';
 
 /** What {@link EarlyThumbnails} reads. */
 export interface EarlyThumbnailsDeps {
@@ -46,8 +46,7 @@ export class EarlyThumbnails {
       output,
       names: this.#names,
       // A source is named relative to the manifest's folder, not to the outputs.
-      sourcePath: (item) =>
-        path.isAbsolute(item.image) ? item.image : path.resolve(manifestDir, item.image),
+      sourcePath: (item) => sourceRef(item.image, manifestDir, this.#deps.sources !== undefined),
     });
     for (const job of [thumbs.srcJob, thumbs.outJob]) {
       if (!job) continue;

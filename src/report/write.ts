@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { toOutputStore } from '../storage/local-output.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import type { OutputStore, SourceStore } from '../storage/types.js';
 import type { Report, ReportItem } from '../types.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
-import { type RunInfo, Tally } from './build.js';
+import { type RunInfo, shownItem, Tally } from './build.js';
 import { csvHeader, csvRow } from './csv.js';
 import { writeHtmlReport } from './html/index.js';
 
@@ -72,9 +73,12 @@ export async function writeReports(
     await json.write(jsonHead({ run, items: [] }));
     await csv.write(csvHeader());
     for await (const item of source.rows()) {
-      await json.write(jsonElement(item, index));
-      await csv.write(csvRow(item));
-      if (item.status !== 'succeeded' && problems.length < PROBLEMS) problems.push(item);
+      // What a person reads has a URL's secrets redacted; the page keeps the item whole (its
+      // thumbnail reads the source) and redacts what it shows (html/index.ts).
+      const shown = shownItem(item);
+      await json.write(jsonElement(shown, index));
+      await csv.write(csvRow(shown));
+      if (item.status !== 'succeeded' && problems.length < PROBLEMS) problems.push(shown);
       // The page's items (up to 22,000 rows in memory) are kept only for a page that is written.
       const first = index < PAGE_FIRST;
       if (html && (first || (needsALook(item) && pageProblems < PAGE_PROBLEMS))) {
@@ -98,11 +102,21 @@ export async function writeReports(
       ...(options.sources ? { sources: options.sources } : {}),
       report: { run, items: page },
       ...(options.hints ? { hints: options.hints } : {}),
-      sourcePath: (item) =>
-        path.isAbsolute(item.image) ? item.image : base ? path.resolve(base, item.image) : null,
+      sourcePath: (item) => sourceRef(item.image, base, options.sources !== undefined),
     });
   }
   return { run, problems };
+}
+
+/**
+ * Where an item's source thumbnail is read: a local path against the manifest's folder; a remote
+ * reference as it is, only when the caller gave a store that reads it (without one, the page shows
+ * the placeholder rather than fetching a catalogue's sources again); null when it cannot be told.
+ */
+export function sourceRef(image: string, manifestDir: string | undefined, remote: boolean): string | null {
+  // `storage/sources.ts`'s `isRemoteRef`, without loading the S3 client for a report.
+  if (isS3Ref(image) || /^https?:\/\//i.test(image)) return remote ? image : null;
+  return path.isAbsolute(image) ? image : manifestDir ? path.resolve(manifestDir, image) : null;
 }
 
 /** An item a person should see on the page: it did not succeed, or its result was flagged. */

@@ -1,4 +1,5 @@
 import pino, { type Logger } from 'pino';
+import { redactUrlsInText } from './redact-url.js';
 
 /** Paths pino censors wherever they appear: the key and any Authorization header. */
 export const REDACT_PATHS = [
@@ -35,7 +36,9 @@ export interface RunLoggerOptions {
 
 /**
  * The run log: pino JSON lines with `redact` over the key and Authorization headers, plus a last
- * scrub of the secret's literal value from every line in case it ever reaches a message string.
+ * scrub of the secret's literal value from every line in case it ever reaches a message string,
+ * and of the secrets in URLs (a pre-signed URL's signature, docs/contract.md#secrets-in-urls) in
+ * any field or message: one pass over the line as written, only for a line that holds a `://`.
  */
 export function createRunLogger(options: RunLoggerOptions): Logger {
   const secrets = (options.secrets ?? []).filter((s) => s.length >= 4);
@@ -48,6 +51,8 @@ export function createRunLogger(options: RunLoggerOptions): Logger {
     write(line: string) {
       let out = line;
       for (const secret of secrets) out = out.split(secret).join('[Redacted]');
+      // A JSON string ends at `"`, where a URL in text ends too: the line stays valid JSON.
+      if (out.includes('://')) out = redactUrlsInText(out);
       try {
         target.write(out);
       } catch {

@@ -91,7 +91,7 @@ function firstIndexOf(text: string, needles: string[], from: number): number {
 }
 
 /** An http(s) URL inside free text: up to whitespace, a quote or an angle bracket. */
-const URL_IN_TEXT = /https?:\/\/[^\s"'<>`]+/gi;
+const URL_IN_TEXT = /https?:\/\/[^\s"'<>`\\]+/gi;
 /** Punctuation that ends a sentence rather than the URL ("… failed for https://x/a.jpg."). */
 const TRAILING_PUNCTUATION = /[.,;:!?)\]}]+$/;
 

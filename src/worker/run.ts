@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { GovernorOptions } from '../api/governor.js';
 import type { KitchenError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
+import { describeSourceAccess, resolveSourceAccess } from '../pipeline/source-access.js';
 import { createPreflighter } from '../preflight/index.js';
 import { connect } from '../stages/connect.js';
 import type { StageContext } from '../stages/context.js';
@@ -22,7 +23,7 @@ import { UploadReader } from '../stages/submit.js';
 import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
 import { LocalOutputStore } from '../storage/local-output.js';
-import type { SourceAccess } from '../storage/sources.js';
+import { createSources, type SourceAccess } from '../storage/sources.js';
 import type { OutputStore } from '../storage/types.js';
 import type { ItemStatus } from '../types.js';
 import { createRunLogger } from '../util/logger.js';
@@ -94,6 +95,7 @@ export interface WorkerSummary {
 export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
   const name = (options.name ?? `${hostname()}-${process.pid}`).replace(/[^A-Za-z0-9._-]/g, '_');
   const concurrency = wholeNumber('concurrency', options.concurrency, CONCURRENCY, CONCURRENCY.default);
+  const access = resolveSourceAccess(options.sources);
   // Commands wait for a Redis that restarts instead of failing: a state write that cannot be made
   // holds its POST back until it can.
   const redis = await openRedis(options.redisUrl, { blocking: true });
@@ -117,7 +119,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     summary.outDir = meta.out;
     // For the report's header (the URL only: the key never goes to Redis).
     await redis.set(SERVICE_KEY, options.service.baseUrl);
-    const fatal = await work({ redis, outDir: meta.out, name, concurrency, stop, summary }, options);
+    const fatal = await work({ redis, outDir: meta.out, name, concurrency, access, stop, summary }, options);
     if (fatal) throw fatal;
     if (interrupted && !summary.drained) summary.interrupted = interrupted;
     return summary;
@@ -132,6 +134,7 @@ interface WorkSetup {
   outDir: string;
   name: string;
   concurrency: number;
+  access: SourceAccess;
   stop: RunStop;
   summary: WorkerSummary;
 }
@@ -150,7 +153,9 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     logger,
     sharedRate: (governor) => new SharedRate(redis, { ...governor, logger }),
   });
-  const preflighter = createPreflighter({ cacheDir: preparedDir(outDir), ...options.preflight });
+  // Each worker fetches the sources of the items it holds: nothing is shared but the output folder.
+  const sources = createSources(setup.access);
+  const preflighter = createPreflighter({ cacheDir: preparedDir(outDir), ...options.preflight, sources });
   const shared: Omit<StageContext, 'store'> = {
     client: service.client,
     gate: service.gate,
@@ -217,6 +222,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   } finally {
     service.close();
     await preflighter.close();
+    sources.close();
     blocking?.disconnect();
     logger.info({ event: 'worker_end', ...summary }, 'worker stopped');
     logger.flush?.();
@@ -253,6 +259,7 @@ async function openWorkerLog(
       redis: redactUrl(options.redisUrl),
       concurrency: setup.concurrency,
       out: outDir,
+      ...describeSourceAccess(setup.access),
     },
     'worker started',
   );

@@ -5,6 +5,7 @@ import { localSources } from '../../storage/local-source.js';
 import type { OutputStore, SourceStore } from '../../storage/types.js';
 import type { ItemError, ItemStatus, Report, ReportItem } from '../../types.js';
 import { wholeNumber } from '../../util/validate.js';
+import { shownItem } from '../build.js';
 import { ensureThumbnails, planThumbs, type ThumbJob, ThumbNames } from '../thumbs.js';
 import { formatCount, formatDuration, formatTimestamp, percentile } from './format.js';
 import { ERROR_HINTS } from './hints.js';
@@ -94,23 +95,27 @@ export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlR
     return made && made.state !== 'failed' ? `thumbs/${encodeURIComponent(path.basename(made.file))}` : null;
   };
 
-  const items: PageItem[] = planned.map(({ item, result, srcJob, outJob }) => ({
-    id: item.id,
-    image: item.image,
-    module: item.module,
-    style: item.style,
-    status: item.status,
-    ms: item.processing_time_ms,
-    submissions: item.submissions,
-    ...(item.ambiguous_resends > 0 ? { dup: item.ambiguous_resends } : {}),
-    job: item.job_id,
-    error: item.error,
-    ...(item.preflight.length > 0 ? { pre: item.preflight } : {}),
-    ...(item.review ? { rv: item.review } : {}),
-    href: result?.href ?? null,
-    src: thumbUrl(srcJob),
-    out: thumbUrl(outJob),
-  }));
+  const items: PageItem[] = planned.map(({ item: whole, result, srcJob, outJob }) => {
+    // The page shows the item with a URL's secrets redacted; its thumbnails were read from the whole one.
+    const item = shownItem(whole);
+    return {
+      id: item.id,
+      image: item.image,
+      module: item.module,
+      style: item.style,
+      status: item.status,
+      ms: item.processing_time_ms,
+      submissions: item.submissions,
+      ...(item.ambiguous_resends > 0 ? { dup: item.ambiguous_resends } : {}),
+      job: item.job_id,
+      error: item.error,
+      ...(item.preflight.length > 0 ? { pre: item.preflight } : {}),
+      ...(item.review ? { rv: item.review } : {}),
+      href: result?.href ?? null,
+      src: thumbUrl(srcJob),
+      out: thumbUrl(outJob),
+    };
+  });
   const shown = new Set<string>();
   for (const i of items) for (const url of [i.src, i.out]) if (url) shown.add(url);
 
