@@ -11,6 +11,7 @@ import { benchPreflight } from './preflight.js';
 import { benchResume } from './resume.js';
 import { benchReview } from './review.js';
 import { benchScale } from './scale.js';
+import { benchSources } from './sources.js';
 import { fmt, printTable } from './util.js';
 
 /** A section: `run` gets the parts named on the command line and returns its machine-readable result, if any. */
@@ -20,6 +21,11 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: (parts: string
   { name: 'engine', title: 'Engine: runBatch vs a naive client vs the ideal bound', run: benchEngine },
   { name: 'resume', title: 'Resume: rerun of a finished run', run: benchResume },
   { name: 'review', title: 'Result review: bad results flagged, and what it costs', run: benchReview },
+  {
+    name: 'sources',
+    title: 'Remote sources: http and S3 on loopback vs local files, and the rerun',
+    run: benchSources,
+  },
   {
     name: 'scale',
     title: 'Catalogue scale: memory, throughput and tail vs a minimal client',

@@ -8,6 +8,7 @@ import { runCommand } from './commands/run.js';
 import { sandboxCommand } from './commands/sandbox.js';
 import { stylesCommand } from './commands/styles.js';
 import { EXIT, exitCodeFor, InterruptedError, KitchenError } from './errors.js';
+import { redactUrlsInText } from './util/redact-url.js';
 
 const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<number>> = {
   run: runCommand,
@@ -84,6 +85,8 @@ export async function main(argv: string[], deps: CommandDeps): Promise<number> {
     } else {
       message = `unexpected error: ${(error as Error)?.stack ?? String(error)}`;
     }
+    // A message may quote a source's URL (a manifest at a pre-signed URL): its signature never shows.
+    message = redactUrlsInText(message);
     deps.stderr.write(`kitchen-batch: ${message}\n`);
     // Scripts that asked for JSON get JSON on stdout whatever happened.
     if (rest.includes('--json')) {
