@@ -166,9 +166,7 @@ function describe(first: Item, item: Item): string {
     first.source.line === item.source.line
       ? `line ${item.source.line}, images ${shown(first.image)} and ${shown(item.image)}`
       : `lines ${first.source.line} and ${item.source.line}` +
-        (first.image === item.image
-          ? ''
-          : `, images ${shown(first.image)} and ${shown(item.image)}`);
+        (first.image === item.image ? '' : `, images ${shown(first.image)} and ${shown(item.image)}`);
   let advice: string;
   if (first.source.line !== item.source.line) {
     advice = 'give one of the rows another id (the id column)';
