@@ -256,8 +256,9 @@ async function resolveImages(checked: CheckedRow, row: RawRow, ctx: ExpandContex
  * Validates `row` and expands it: one item per image per style (change-style) or per image
  * (kitchen-configurator). Rejected rows still expand as far as their fields allow, so every
  * intended item shows in the report under its id and takes part in the duplicate check.
- * Plain paths are not checked for existence here (preflight does that); a glob that matches
- * nothing yields `file_not_found` items.
+ * Plain paths, URLs and S3 keys are not checked for existence here (preflight does that); a glob,
+ * local or S3, that matches nothing yields `file_not_found` items, and an S3 glob that cannot be
+ * listed yields items rejected with the listing's code.
  */
 export async function expandRow(row: RawRow, ctx: ExpandContext): Promise<Item[]> {
   const checked = checkRow(row, ctx.warn);

@@ -37,10 +37,13 @@ export function remoteName(ref: string): string {
 
 /** The manifest error for a remote manifest that could not be fetched: redacted URL and reason. */
 function fetchError(ref: string, error: unknown): ManifestError {
-  const reason = redactUrlsInText(error instanceof Error ? error.message : String(error));
-  return new ManifestError({ file: redactUrl(ref) }, `cannot fetch the manifest: ${reason}`, {
-    cause: error,
-  });
+  const shown = redactUrl(ref);
+  let reason = redactUrlsInText(error instanceof Error ? error.message : String(error));
+  // The position names the manifest already: its name is not said twice.
+  for (const prefix of [`${shown}: `, `source ${shown}: `]) {
+    if (reason.startsWith(prefix)) reason = reason.slice(prefix.length);
+  }
+  return new ManifestError({ file: shown }, `cannot fetch the manifest: ${reason}`, { cause: error });
 }
 
 /** Temp folders of fetched manifests not yet removed: removed at exit at the latest. */
