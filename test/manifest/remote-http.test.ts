@@ -117,6 +117,20 @@ describe('a manifest at an http URL', () => {
     vi.unstubAllEnvs();
   });
 
+  it('a manifest the server refuses (403): a manifest error with the status, no credentials sent', async () => {
+    server.routes.set('/feeds/private.csv', (_req, res) => {
+      res.statusCode = 403;
+      res.end('no');
+    });
+    const error = await manifestError(readManifest(server.url('/feeds/private.csv'), { access: allowed() }));
+    expect(error.message).toMatch(
+      /^http:\/\/127\.0\.0\.1:\d+\/feeds\/private\.csv: cannot fetch the manifest: 403/,
+    );
+    const seen = server.seen('/feeds/private.csv');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]?.headers.authorization).toBeUndefined();
+  });
+
   it('a manifest over the size cap is refused as too large', async () => {
     const error = await manifestError(
       readManifest(server.url('/feeds/big.csv'), { access: { ...allowed(), maxBytes: 200 } }),
