@@ -9,7 +9,16 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { CsvError, parse } from 'csv-parse';
 import { ManifestError } from '../errors.js';
-import { type Field, isField, type RawRow, type Warn } from './row.js';
+import {
+  type Field,
+  IMAGE_NAMES,
+  IMAGE_NAMES_TEXT,
+  imageNameOf,
+  isField,
+  type RawRow,
+  unusedImageName,
+  type Warn,
+} from './row.js';
 
 /** Line breaks inside a record's (quoted) fields, counted the way a text editor counts lines. */
 function lineBreaks(record: readonly string[]): { real: number; crlf: number } {
@@ -92,12 +101,17 @@ function csvError(file: string, error: CsvError, lines: LineTracker, header: rea
   }
 }
 
-/** Checks the header row: an `image` column, no name twice; unknown names are warned about. */
+/**
+ * Checks the header row: an image column (`image`, else `image_url`, else `image_link`), no name
+ * twice; unknown names, and image columns of lower precedence, are warned about and ignored.
+ */
 function readHeader(file: string, line: number, record: readonly string[], warn: Warn): (Field | null)[] {
   const columns: (Field | null)[] = [];
   const seen = new Map<string, number>();
+  const names = record.map((raw) => raw.trim().toLowerCase());
+  const imageName = imageNameOf((name) => names.includes(name));
   record.forEach((raw, index) => {
-    const name = raw.trim().toLowerCase();
+    const name = names[index] ?? '';
     if (name === '') {
       warn(`column ${index + 1} has no name in the header; its values are ignored`, line);
       columns.push(null);
@@ -111,7 +125,12 @@ function readHeader(file: string, line: number, record: readonly string[], warn:
       );
     }
     seen.set(name, index);
-    if (isField(name)) {
+    if (name === imageName) {
+      columns.push('image');
+    } else if (imageName !== undefined && (IMAGE_NAMES as readonly string[]).includes(name)) {
+      warn(unusedImageName('column', raw.trim(), imageName), line);
+      columns.push(null);
+    } else if (isField(name)) {
       columns.push(name);
     } else {
       warn(
@@ -121,8 +140,11 @@ function readHeader(file: string, line: number, record: readonly string[], warn:
       columns.push(null);
     }
   });
-  if (!seen.has('image')) {
-    throw new ManifestError({ file, line }, 'the header has no "image" column');
+  if (imageName === undefined) {
+    throw new ManifestError(
+      { file, line },
+      `the header has no "image" column (accepted: ${IMAGE_NAMES_TEXT})`,
+    );
   }
   return columns;
 }
@@ -200,7 +222,7 @@ export async function* readCsvRows(absPath: string, file: string, warn: Warn): A
   if (header === null) {
     throw new ManifestError(
       { file, line: 1 },
-      'the CSV file is empty: expected a header row with an "image" column',
+      'the CSV file is empty: expected a header row with an "image" column (or "image_url", "image_link")',
     );
   }
 }

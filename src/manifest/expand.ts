@@ -8,18 +8,28 @@ import path from 'node:path';
 import fg from 'fast-glob';
 import { type Item, MODULES, type ModuleId } from '../types.js';
 import { safeId } from '../util/ids.js';
+import { globIdBases } from './glob-ids.js';
 import { jsonTypeName } from './json.js';
 import { formatJsonProblem, parseJson } from './json-text.js';
+import {
+  type ImageRef,
+  type ImageResolution,
+  type ManifestPlace,
+  remoteImages,
+  type S3GlobLister,
+} from './remote-images.js';
 import type { Field, RawRow, Warn } from './row.js';
 
 type Rejection = NonNullable<Item['rejection']>;
 
 /** What {@link expandRow} needs to know about the manifest. */
 export interface ExpandContext {
-  /** The manifest as given, for `Item.source.file`. */
+  /** The manifest as shown (a URL redacted), for `Item.source.file`. */
   file: string;
-  /** Absolute folder of the manifest: images resolve against it. */
-  dir: string;
+  /** Where the manifest is: relative images resolve against its folder, URL or S3 prefix. */
+  place: ManifestPlace;
+  /** Lists the manifest's S3 globs (one client, listings kept for the second reading). */
+  s3: S3GlobLister;
   warn: Warn;
 }
 
@@ -32,15 +42,6 @@ interface CheckedRow {
   configuration?: Record<string, unknown>;
   id?: string;
   rejection?: Rejection;
-}
-
-/** One image a row names: a plain path, one glob match, or a glob that matched nothing. */
-interface ImageRef {
-  /** As the report shows it: relative to the manifest folder with `/`, or absolute as given. */
-  image: string;
-  imagePath: string;
-  /** The base of the item id before the style suffix, not yet made safe. */
-  base: string;
 }
 
 const isModule = (value: string): value is ModuleId => (MODULES as readonly string[]).includes(value);
@@ -200,11 +201,6 @@ function displayPath(dir: string, spec: string, absolute: string): string {
   return path.relative(dir, absolute).split(path.sep).join('/');
 }
 
-/** The file name without its extension: the default item id. */
-function stem(file: string): string {
-  return path.parse(file).name;
-}
-
 async function exists(file: string): Promise<boolean> {
   try {
     await stat(file);
@@ -215,60 +211,43 @@ async function exists(file: string): Promise<boolean> {
 }
 
 /**
- * The images a row's `image` names. For a glob, every matching file (sorted, so ids and order are
- * the same on every run); the id base is the file's name, prefixed `<id>-` when the row has an id.
- * We use the file name for every glob match, also when only one file matches, so that adding a
- * file to the folder later does not rename the items already there (resume keys on the id). Files
- * of one glob that share a name but not the extension (`sku123.jpg`, `sku123.png`: a marketing
- * folder) take the extension too (`sku123-jpg`, `sku123-png`; docs/contract.md#ids), since a glob
- * row cannot give them ids of their own.
+ * The images a row's `image` names: a URL or an S3 reference or glob (remote-images.ts), else a
+ * local path or glob against the manifest's folder. For a glob, every matching file (sorted, so ids
+ * and order are the same on every run), named by {@link globIdBases}.
  */
-async function resolveImages(
-  checked: CheckedRow,
-  row: RawRow,
-  ctx: ExpandContext,
-): Promise<{ images: ImageRef[]; notFound?: string }> {
+async function resolveImages(checked: CheckedRow, row: RawRow, ctx: ExpandContext): Promise<ImageResolution> {
   const spec = checked.image;
   if (spec === undefined) {
     return { images: [{ image: '', imagePath: '', base: checked.id ?? `line-${row.line}` }] };
   }
+  const remote = await remoteImages(spec, { id: checked.id, line: row.line, place: ctx.place, s3: ctx.s3 });
+  if (remote) return remote;
+  // Only an absolute path reaches here from a remote manifest: it resolves against nothing.
+  const dir = ctx.place.kind === 'local' ? ctx.place.dir : path.parse(spec).root;
   const plain = (): ImageRef => {
-    const imagePath = path.resolve(ctx.dir, spec);
-    return { image: displayPath(ctx.dir, spec, imagePath), imagePath, base: checked.id ?? stem(spec) };
+    const imagePath = path.resolve(dir, spec);
+    return { image: displayPath(dir, spec, imagePath), imagePath, base: checked.id ?? path.parse(spec).name };
   };
   if (!fg.isDynamicPattern(spec)) return { images: [plain()] };
 
-  const matches = await fg(spec, { cwd: ctx.dir, onlyFiles: true, unique: true, followSymbolicLinks: true });
+  const matches = await fg(spec, { cwd: dir, onlyFiles: true, unique: true, followSymbolicLinks: true });
   matches.sort();
   if (matches.length === 0) {
     // A file literally named like a pattern (`k[1].jpg`) is a path, not an empty glob.
-    if (await exists(path.resolve(ctx.dir, spec))) return { images: [plain()] };
+    if (await exists(path.resolve(dir, spec))) return { images: [plain()] };
     return {
       images: [{ image: spec, imagePath: '', base: checked.id ?? spec }],
-      notFound: `no file matches the glob ${JSON.stringify(spec)} (relative to ${ctx.dir})`,
+      rejection: {
+        code: 'file_not_found',
+        message: `no file matches the glob ${JSON.stringify(spec)} (relative to ${dir})`,
+      },
     };
   }
-  // Case-insensitively: `K1.jpg` and `k1.png` name the same result file on macOS and Windows.
-  // Only the extension can tell such files apart: two `k1.jpg` in different folders stay a duplicate.
-  const counts = new Map<string, number>();
-  const count = (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
-  const key = (match: string) => stem(match).toLowerCase();
-  const withExt = (match: string) => `${key(match)}\0${path.extname(match).toLowerCase()}`;
-  for (const match of matches) {
-    count(key(match));
-    count(withExt(match));
-  }
+  const bases = globIdBases(matches, checked.id);
   return {
-    images: matches.map((match) => {
-      const imagePath = path.resolve(ctx.dir, match);
-      const shared = (counts.get(key(match)) ?? 0) > 1 && counts.get(withExt(match)) === 1;
-      const ext = path.extname(match).slice(1);
-      const name = shared && ext ? `${stem(match)}-${ext}` : stem(match);
-      return {
-        image: displayPath(ctx.dir, match, imagePath),
-        imagePath,
-        base: checked.id === undefined ? name : `${checked.id}-${name}`,
-      };
+    images: matches.map((match, index) => {
+      const imagePath = path.resolve(dir, match);
+      return { image: displayPath(dir, match, imagePath), imagePath, base: bases[index] ?? match };
     }),
   };
 }
@@ -277,14 +256,15 @@ async function resolveImages(
  * Validates `row` and expands it: one item per image per style (change-style) or per image
  * (kitchen-configurator). Rejected rows still expand as far as their fields allow, so every
  * intended item shows in the report under its id and takes part in the duplicate check.
- * Plain paths are not checked for existence here (preflight does that); a glob that matches
- * nothing yields `file_not_found` items.
+ * Plain paths, URLs and S3 keys are not checked for existence here (preflight does that); a glob,
+ * local or S3, that matches nothing yields `file_not_found` items, and an S3 glob that cannot be
+ * listed yields items rejected with the listing's code.
  */
 export async function expandRow(row: RawRow, ctx: ExpandContext): Promise<Item[]> {
   const checked = checkRow(row, ctx.warn);
-  const { images, notFound } = await resolveImages(checked, row, ctx);
-  const rejection: Rejection | undefined =
-    checked.rejection ?? (notFound === undefined ? undefined : { code: 'file_not_found', message: notFound });
+  const resolved = await resolveImages(checked, row, ctx);
+  const { images } = resolved;
+  const rejection: Rejection | undefined = checked.rejection ?? resolved.rejection;
   const withStyle = checked.module !== 'kitchen-configurator' && checked.styles.length > 0;
   const styles: (string | undefined)[] = withStyle ? checked.styles : [undefined];
 

@@ -1,17 +1,21 @@
 /**
- * The manifest stage: reads a `.csv`, `.json` or `.jsonl`/`.ndjson` manifest, validates each row,
- * expands globs and style lists into items and checks item ids are unique. Everything that makes
- * the manifest unreadable is a {@link ManifestError} (exit 2, nothing submitted); a problem of one
- * row only rejects that row's items.
+ * The manifest stage: reads a `.csv`, `.json` or `.jsonl`/`.ndjson` manifest (a local file, or one at
+ * an http(s) URL or in S3), validates each row, expands globs (local and S3) and style lists into
+ * items and checks item ids are unique. Everything that makes the manifest unreadable is a
+ * {@link ManifestError} (exit 2, nothing submitted); a problem of one row only rejects that row's items.
  */
 import { open } from 'node:fs/promises';
 import path from 'node:path';
-import { formatPosition, ManifestError } from '../errors.js';
+import { formatPosition, ManifestError, UsageError } from '../errors.js';
+import { defaultSourceAccess, isRemoteRef, type SourceAccess } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
+import { redactUrl } from '../util/redact-url.js';
 import { readCsvRows } from './csv.js';
 import { expandRow } from './expand.js';
 import { readJsonlRows, readJsonRows } from './json.js';
+import { type ManifestPlace, placeOf, S3GlobLister } from './remote-images.js';
+import { fetchManifest, remoteName, statManifest } from './remote-manifest.js';
 import type { RawRow, Warn } from './row.js';
 
 export { checkStyle, suggestStyles } from './style-check.js';
@@ -23,6 +27,12 @@ export interface ReadManifestOptions {
    * @default process.cwd()
    */
   cwd?: string;
+  /**
+   * How remote manifests, URL images and S3 globs are reached: the address guard's
+   * `allowPrivate`, the size cap (`maxBytes`, also the remote manifest's), the S3 client's `env`.
+   * @default defaultSourceAccess(): private addresses refused, 200 MB, `process.env`
+   */
+  access?: SourceAccess;
 }
 
 /** A manifest read and expanded. */
@@ -40,7 +50,7 @@ export interface ManifestResult {
 type Format = 'csv' | 'json' | 'jsonl';
 
 function formatOf(file: string): Format | undefined {
-  const ext = path.extname(file).toLowerCase();
+  const ext = path.posix.extname(isRemoteRef(file) ? remoteName(file) : file).toLowerCase();
   if (ext === '.csv') return 'csv';
   if (ext === '.json') return 'json';
   if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
@@ -51,9 +61,10 @@ function formatOf(file: string): Format | undefined {
 function formatOrRefuse(file: string): Format {
   const format = formatOf(file);
   if (format === undefined) {
+    const ext = path.posix.extname(isRemoteRef(file) ? remoteName(file) : file);
     throw new ManifestError(
-      { file },
-      `unsupported manifest type ${JSON.stringify(path.extname(file) || '(no extension)')}; use .csv, .json, .jsonl or .ndjson`,
+      { file: redactUrl(file) },
+      `unsupported manifest type ${JSON.stringify(ext || '(no extension)')}; use .csv, .json, .jsonl or .ndjson`,
     );
   }
   return format;
@@ -62,12 +73,18 @@ function formatOrRefuse(file: string): Format {
 /**
  * Checks, without reading it, that the manifest `file` (resolved against `cwd`) is of a type a reader
  * takes and can be opened: a command says that first, before it looks for a service, so a wrong
- * path is not reported as a missing key (docs/contract.md#manifest).
+ * path is not reported as a missing key (docs/contract.md#manifest). A manifest at a URL or in S3
+ * is asked for its head (under `access`, as {@link openManifest} reads it).
  *
- * @throws ManifestError naming the file, as the readers do.
+ * @throws ManifestError naming the file (a URL redacted), as the readers do.
  */
-export async function checkManifestFile(file: string, cwd: string = process.cwd()): Promise<void> {
+export async function checkManifestFile(
+  file: string,
+  cwd: string = process.cwd(),
+  access: SourceAccess = defaultSourceAccess(),
+): Promise<void> {
   formatOrRefuse(file);
+  if (isRemoteRef(file)) return statManifest(file, access);
   try {
     await (await open(path.resolve(cwd, file), 'r')).close();
   } catch (error) {
@@ -144,13 +161,12 @@ class IdRegistry {
 /** One duplicate: the id, both rows and images, and the advice that fits how it came about. */
 function describe(first: Item, item: Item): string {
   const caseNote = first.id === item.id ? '' : ` (same as "${first.id}" when case is ignored)`;
+  const shown = (image: string) => JSON.stringify(redactUrl(image));
   const where =
     first.source.line === item.source.line
-      ? `line ${item.source.line}, images ${JSON.stringify(first.image)} and ${JSON.stringify(item.image)}`
+      ? `line ${item.source.line}, images ${shown(first.image)} and ${shown(item.image)}`
       : `lines ${first.source.line} and ${item.source.line}` +
-        (first.image === item.image
-          ? ''
-          : `, images ${JSON.stringify(first.image)} and ${JSON.stringify(item.image)}`);
+        (first.image === item.image ? '' : `, images ${shown(first.image)} and ${shown(item.image)}`);
   let advice: string;
   if (first.source.line !== item.source.line) {
     advice = 'give one of the rows another id (the id column)';
@@ -173,7 +189,7 @@ export interface OpenManifestOptions extends ReadManifestOptions {
 
 /** A manifest checked whole, to be read item by item. */
 export interface Manifest {
-  /** The manifest path as given. */
+  /** The manifest path or reference as given (a URL whole: redact it before showing it). */
   file: string;
   /** Data rows read (CSV records after the header, JSON items, non-blank JSONL lines). */
   rows: number;
@@ -187,41 +203,96 @@ export interface Manifest {
    * that appeared since under a glob) comes rejected (`invalid_item`), never unchecked.
    */
   items(): AsyncGenerator<Item>;
+  /**
+   * Releases what reading holds: a remote manifest's temp copy (else removed at process exit) and
+   * the S3 client of its globs. {@link items} may not be read after it; safe to call twice.
+   */
+  close(): Promise<void>;
+}
+
+/** Where the rows are read from: the file itself, or a remote manifest's local copy. */
+interface ManifestSource {
+  absPath: string;
+  /** The manifest as messages and `Item.source.file` show it (a URL redacted). */
+  shown: string;
+  place: ManifestPlace;
+  release(): Promise<void>;
+}
+
+async function sourceOf(file: string, cwd: string, access: SourceAccess): Promise<ManifestSource> {
+  if (!isRemoteRef(file)) {
+    const absPath = path.resolve(cwd, file);
+    return {
+      absPath,
+      shown: file,
+      place: { kind: 'local', dir: path.dirname(absPath) },
+      release: async () => {},
+    };
+  }
+  // The reference is checked before anything is fetched: a malformed one is refused as it is.
+  const place = placeOf(file);
+  const fetched = await fetchManifest(file, access);
+  return { absPath: fetched.path, shown: redactUrl(file), place, release: fetched.remove };
 }
 
 /**
- * Checks the manifest `file` (resolved against `options.cwd`) whole, streamed: rows, globs, style
- * lists, unique ids. CSV and JSONL are read as streams; a JSON document is read whole.
+ * Checks the manifest `file` (resolved against `options.cwd`; or at an http(s) URL or in S3, fetched
+ * once into a temp file) whole, streamed: rows, globs, style lists, unique ids. CSV and JSONL are
+ * read as streams; a JSON document is read whole.
  *
- * @throws ManifestError when the file cannot be read or parsed, lacks an `image` column, has a
- *   duplicate header, or two items share an id (the message names file and line).
+ * @throws ManifestError when the file cannot be fetched, read or parsed, lacks an image column, has
+ *   a duplicate header, or two items share an id (the message names file and line).
  */
 export async function openManifest(file: string, options: OpenManifestOptions = {}): Promise<Manifest> {
   const format = formatOrRefuse(file);
-  const absPath = path.resolve(options.cwd ?? process.cwd(), file);
+  const access = options.access ?? defaultSourceAccess();
+  let source: ManifestSource;
+  try {
+    source = await sourceOf(file, options.cwd ?? process.cwd(), access);
+  } catch (error) {
+    if (error instanceof UsageError)
+      throw new ManifestError({ file: redactUrl(file) }, error.message, { cause: error });
+    throw error;
+  }
+  const { absPath, shown, place } = source;
+  const s3 = new S3GlobLister(access.env);
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    s3.close();
+    await source.release();
+  };
   const warnings: string[] = [];
   const expanded = async function* (warn: Warn, onRow = () => {}): AsyncGenerator<Item> {
-    const ctx = { file, dir: path.dirname(absPath), warn };
-    for await (const row of rowsOf(format, absPath, file, warn)) {
+    const ctx = { file: shown, place, s3, warn };
+    for await (const row of rowsOf(format, absPath, shown, warn)) {
       onRow();
       yield* await expandRow(row, ctx);
     }
   };
   const silent: Warn = () => {};
-  const ids = new IdRegistry({ file, rows: () => expanded(silent) });
+  const ids = new IdRegistry({ file: shown, rows: () => expanded(silent) });
   const keep = options.filter ?? (() => true);
   let rows = 0;
   let count = 0;
   const warn: Warn = (message, line) => {
-    warnings.push(`${formatPosition(line === undefined ? { file } : { file, line })}: ${message}`);
+    warnings.push(
+      `${formatPosition(line === undefined ? { file: shown } : { file: shown, line })}: ${message}`,
+    );
   };
-  for await (const item of expanded(warn, () => rows++)) {
-    ids.add(item);
-    if (!keep(item)) continue;
-    count++;
-    options.onItem?.(item);
+  try {
+    for await (const item of expanded(warn, () => rows++)) {
+      ids.add(item);
+      if (!keep(item)) continue;
+      count++;
+      options.onItem?.(item);
+    }
+    await ids.check();
+  } catch (error) {
+    await close();
+    throw error;
   }
-  await ids.check();
   if (rows === 0) warn('the manifest has no rows; nothing to do');
   return {
     file,
@@ -229,11 +300,13 @@ export async function openManifest(file: string, options: OpenManifestOptions = 
     count,
     warnings,
     async *items() {
+      if (closed) throw new Error(`the manifest ${shown} was closed; open it again to read its items`);
       for await (const item of expanded(silent)) {
         if (!keep(item)) continue;
         yield ids.has(item.id) ? item : appeared(item);
       }
     },
+    close,
   };
 }
 
@@ -243,7 +316,7 @@ function appeared(item: Item): Item {
     ...item,
     rejection: {
       code: 'invalid_item',
-      message: `${item.image}: appeared after the manifest was checked (a new file under a glob?); rerun to include it`,
+      message: `${redactUrl(item.image)}: appeared after the manifest was checked (a new file under a glob?); rerun to include it`,
     },
   };
 }
@@ -257,5 +330,6 @@ function appeared(item: Item): Item {
 export async function readManifest(file: string, options: ReadManifestOptions = {}): Promise<ManifestResult> {
   const items: Item[] = [];
   const manifest = await openManifest(file, { ...options, onItem: (item) => items.push(item) });
+  await manifest.close();
   return { file, items, warnings: manifest.warnings, rows: manifest.rows };
 }

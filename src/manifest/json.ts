@@ -7,7 +7,15 @@ import { open, readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { ManifestError } from '../errors.js';
 import { describeJsonError, lineColumnAt, locateItems } from './json-text.js';
-import { type Field, isField, type RawRow, type Warn } from './row.js';
+import {
+  type Field,
+  IMAGE_NAMES,
+  isField,
+  type RawRow,
+  unusedImageName,
+  type Warn,
+  withImageField,
+} from './row.js';
 
 /** `an array`, `a number`, `null`: how a JSON value's type reads in a message. */
 export function jsonTypeName(value: unknown): string {
@@ -27,7 +35,12 @@ function unknownFieldWarner(warn: Warn): (name: string, line: number) => void {
   return (name, line) => {
     if (warned.has(name)) return;
     warned.add(name);
-    warn(`unknown field "${name}" is ignored (known: image, module, style, prompt, configuration, id)`, line);
+    warn(
+      (IMAGE_NAMES as readonly string[]).includes(name)
+        ? unusedImageName('field', name)
+        : `unknown field "${name}" is ignored (known: image, module, style, prompt, configuration, id)`,
+      line,
+    );
   };
 }
 
@@ -40,6 +53,7 @@ function pickFields(
   const fields: RawRow['fields'] = {};
   for (const [name, value] of Object.entries(object)) {
     if (!isField(name)) {
+      // An image name other than the one taken (see withImageField) is warned about as unused.
       onUnknown(name, line);
       continue;
     }
@@ -103,6 +117,7 @@ export async function readJsonRows(absPath: string, file: string, warn: Warn): P
   }
 
   const starts = locateItems(text);
+  defaults = withImageField(defaults);
   const defaultFields = pickFields(defaults, 1, onUnknown);
   return list.map((entry, index) => {
     const offset = starts[index];
@@ -114,12 +129,14 @@ export async function readJsonRows(absPath: string, file: string, warn: Warn): P
       );
     }
     // The item's own keys win, including an explicit null (which removes the default).
-    const merged: Record<string, unknown> = { ...defaults, ...entry };
+    // `image_url`/`image_link` are taken as `image` per object, before the defaults apply.
+    const own = withImageField(entry);
+    const merged: Record<string, unknown> = { ...defaults, ...own };
     const fields = pickFields(merged, line, onUnknown);
     const defaulted: Field[] = [];
     for (const name of Object.keys(defaultFields) as Field[]) {
-      if (!(name in entry)) defaulted.push(name);
-      else if (entry[name] === null || entry[name] === undefined) delete fields[name];
+      if (!(name in own)) defaulted.push(name);
+      else if (own[name] === null || own[name] === undefined) delete fields[name];
     }
     return { line, fields, ...(defaulted.length > 0 ? { defaulted } : {}) };
   });
@@ -164,7 +181,7 @@ export async function* readJsonlRows(absPath: string, file: string, warn: Warn):
           `the line is ${jsonTypeName(value)}; every line must be one item object like {"image": "..."}`,
         );
       }
-      yield { line, fields: pickFields(value, line, onUnknown) };
+      yield { line, fields: pickFields(withImageField(value), line, onUnknown) };
     }
   } finally {
     lines.close();

@@ -169,7 +169,9 @@ describe('CSV manifest: errors name the line (exit 2)', () => {
   it('no image column', async () => {
     await tmp.write('m.csv', '\n\nid,style\nk1,modern\n');
     const error = await manifestError(readManifest('m.csv', { cwd: tmp.dir }));
-    expect(error.message).toBe('m.csv:3: the header has no "image" column');
+    expect(error.message).toBe(
+      'm.csv:3: the header has no "image" column (accepted: "image", "image_url", "image_link")',
+    );
   });
 
   it('a duplicate header name, which csv-parse would silently collapse', async () => {
