@@ -85,7 +85,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
     values.out === undefined
       ? await defaultWorkerOut(deps.cwd, manifestPath, deps.stderr)
       : path.resolve(deps.cwd, values.out);
-  const manifest = await openManifest(manifestPath, { cwd: deps.cwd });
+  const manifest = await openManifest(manifestPath, { cwd: deps.cwd, access });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
   const sources = createSources(access);
   try {
@@ -122,6 +122,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
     });
   } finally {
     sources.close();
+    await manifest.close();
   }
 }
 

@@ -45,6 +45,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   const { shard, maxSubmissions } = options.limits;
   const manifest = await openManifest(manifestPath, {
     cwd: deps.cwd,
+    access: options.sources,
     ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
   });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
@@ -100,6 +101,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
     await preflighter.close();
     sources.close();
     await spool.remove();
+    await manifest.close();
   }
   return summary.counts.rejected > 0 ? 1 : 0;
 }

@@ -50,7 +50,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     flagLabel,
   );
   // A manifest that is not there is the cause to name, not the service that is not set up yet.
-  await checkManifestFile(options.manifest, options.cwd);
+  await checkManifestFile(options.manifest, options.cwd, options.sources);
   const service = (await serviceTarget(values, deps, true))!;
   try {
     const target = { baseUrl: service.baseUrl, apiKey: service.apiKey };

@@ -63,6 +63,8 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
     return await finish(flow, reporter, logger, options.outDir, folder.journal.stats);
   } finally {
     await folder.close();
+    // A manifest read from a URL or a bucket leaves a temporary copy and a client to close.
+    await manifest.close();
   }
 }
 

@@ -59,7 +59,7 @@ export async function openRun(input: RunOptions | ResolvedRunOptions): Promise<O
     // so a wrong path is not reported as a missing key.
     const { service: _service, ...settings } = input;
     const checked = resolvePlanOptions(settings);
-    await checkManifestFile(checked.manifest, checked.cwd);
+    await checkManifestFile(checked.manifest, checked.cwd, checked.sources);
   }
   const options = resolveRunOptions(input);
   // Only the plan is kept (about 90 bytes per item); the items themselves are read again as the
@@ -69,6 +69,7 @@ export async function openRun(input: RunOptions | ResolvedRunOptions): Promise<O
   const first = new Set<string>();
   const manifest = await openManifest(options.manifest, {
     cwd: options.cwd,
+    access: options.sources,
     ...(shard ? { filter: (item: Item) => inShard(item.id, shard) } : {}),
     onItem: (item) => {
       planned.add({ id: item.id, image: item.image, module: item.module, style: item.style ?? null });
