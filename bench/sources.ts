@@ -18,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { createS3Client } from '../src/storage/s3/client.js';
-import { startFauxqsServer } from '../test/storage/s3/servers.js';
+import { startFauxqsServer } from '../test/support/s3-servers.js';
 import { buildDist, type CliFigures, CONCURRENCY, measureCli, startEmulator } from './cli-run.js';
 import { fmt, printTable, tempDir, verdict, writeKitchens } from './util.js';
 

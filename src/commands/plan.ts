@@ -144,7 +144,7 @@ function planRow(item: Item, decision: Decision): PlanRow {
     image: redactUrl(item.image),
     module: item.module,
     style: item.style ?? null,
-    preflight: decision.preflight ? describePreflight(decision.preflight) : null,
+    preflight: decision.preflight ? redactUrlsInText(describePreflight(decision.preflight)) : null,
     line: item.source.line,
   };
   switch (decision.action) {

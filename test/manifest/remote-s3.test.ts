@@ -18,7 +18,7 @@ import {
   startFauxqsServer,
   startS3rverServer,
   type TestS3Server,
-} from '../storage/s3/servers.js';
+} from '../support/s3-servers.js';
 import { manifestError } from './helpers.js';
 
 const tmp = useTempDir('kb-manifest-s3-');

@@ -20,15 +20,15 @@ import { QUEUE_NAME } from '../../src/worker/queue.js';
 import { reportRows } from '../../src/worker/report.js';
 import { JobStore } from '../../src/worker/store.js';
 import { SourceServer } from '../storage/http/source-server.js';
+import { kitchenJpeg } from '../support/images.js';
+import { HAS_REDIS } from '../support/redis.js';
 import {
   FAKE_KEY_ID,
   FAKE_SECRET,
   putObjects,
   startFauxqsServer,
   type TestS3Server,
-} from '../storage/s3/servers.js';
-import { kitchenJpeg } from '../support/images.js';
-import { HAS_REDIS } from '../support/redis.js';
+} from '../support/s3-servers.js';
 import { useRedis } from './world.js';
 
 /** A body far larger than any socket buffer: a stat that read it would be seen finishing it. */

@@ -8,7 +8,7 @@ import {
   describeS3Access,
   resolveCredentialSource,
 } from '../../../src/storage/s3/client.js';
-import { FAKE_KEY_ID, FAKE_SECRET, FAKE_SESSION } from './servers.js';
+import { FAKE_KEY_ID, FAKE_SECRET, FAKE_SESSION } from '../../support/s3-servers.js';
 
 const CUSTOM = 'http://127.0.0.1:9000';
 

@@ -14,7 +14,7 @@ import {
   startFauxqsServer,
   startS3rverServer,
   type TestS3Server,
-} from './servers.js';
+} from '../../support/s3-servers.js';
 
 const BUCKET = 'kitchen';
 // Keys with the characters a URL parser would eat, dot files and folders, case, a folder marker.

@@ -14,7 +14,7 @@ import {
   startFauxqsServer,
   startS3rverServer,
   type TestS3Server,
-} from './servers.js';
+} from '../../support/s3-servers.js';
 
 const BUCKET = 'kitchen';
 const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(5000, 7)]);
