@@ -61,16 +61,11 @@ function aborted(reason: string): DOMException {
 export class RemotePreparations {
   readonly #deps: RemoteDeps;
   readonly #held = new Map<string, Held>();
-  readonly #closing = new AbortController();
+  #closing = new AbortController();
   #root: Promise<string> | undefined;
 
   constructor(deps: RemoteDeps) {
     this.#deps = deps;
-  }
-
-  /** References held now (each with its spooled file on disk). */
-  get held(): number {
-    return this.#held.size;
   }
 
   /**
@@ -122,6 +117,8 @@ export class RemotePreparations {
     const root = await this.#root?.catch(() => undefined);
     if (root) await rm(root, { recursive: true, force: true });
     this.#root = undefined;
+    // Closed as the local half is: a later prepare starts afresh.
+    this.#closing = new AbortController();
   }
 
   async #drop(ref: string, held: Held): Promise<void> {

@@ -96,6 +96,8 @@ interface Looked {
   sha: string | null;
   file: SourceFile | null;
   preflight: PreflightResult | null;
+  /** The source could not be checked now (`source_unavailable`): an upload cannot be prepared either. */
+  unavailable?: SourceRefusal;
 }
 
 /**
@@ -118,7 +120,7 @@ async function lookAtSource(item: Item, deps: DecideDeps): Promise<Looked | { re
       if (deps.signal?.aborted) throw deps.signal.reason;
       const refusal = sourceRefusal(error);
       if (refusal?.code === 'source_unavailable')
-        return { sha: known.sha256, file: fileOf(known), preflight: null };
+        return { sha: known.sha256, file: fileOf(known), preflight: null, unavailable: refusal };
       if (refusal) return { refused: refusedBySource(item, refusal) };
       // A local file that cannot be looked at (gone, a folder): the preflight says why, as before.
       if (isRemoteRef(ref)) throw error;
@@ -148,16 +150,16 @@ async function decideWith(item: Item, deps: DecideDeps, looked: Looked): Promise
       // The file is gone or damaged: fetch it again from the stored URL (then re-poll), never resubmit first.
       return current.imageUrl
         ? { ...base, preflight, action: 'download' }
-        : pollOrSubmit(current, item, base, preflight, deps);
+        : pollOrSubmit(current, item, base, looked, deps);
     case 'succeeded':
       return { ...base, preflight, action: 'download' };
     case 'accepted':
       return { ...base, preflight, action: 'poll', jobId: current.jobId! };
     case 'failed':
       if (!deps.retryFailed) return { ...base, preflight, action: 'skip', reason: 'failed' };
-      return submitAfterPreflight(item, base, preflight, deps, true);
+      return submitAfterPreflight(item, base, looked, deps, true);
     default:
-      return submitAfterPreflight(item, base, preflight, deps, (current?.submissions ?? 0) > 0);
+      return submitAfterPreflight(item, base, looked, deps, (current?.submissions ?? 0) > 0);
   }
 }
 
@@ -215,21 +217,24 @@ async function pollOrSubmit(
   current: ItemState,
   item: Item,
   base: { fp: string; src: SourceIdentity },
-  preflight: PreflightResult | null,
+  looked: Looked,
   deps: DecideDeps,
 ): Promise<Decision> {
-  if (current.jobId) return { ...base, preflight, action: 'poll', jobId: current.jobId };
-  return submitAfterPreflight(item, base, preflight, deps, true);
+  if (current.jobId) return { ...base, preflight: looked.preflight, action: 'poll', jobId: current.jobId };
+  return submitAfterPreflight(item, base, looked, deps, true);
 }
 
 async function submitAfterPreflight(
   item: Item,
   base: { fp: string; src: SourceIdentity },
-  known: PreflightResult | null,
+  looked: Looked,
   deps: DecideDeps,
   again: boolean,
 ): Promise<Decision> {
-  const preflight = known ?? (await deps.preflighter.prepare(item.imagePath, deps.signal));
+  // The source did not answer its check just now: not asked again for the upload (a rerun will).
+  if (!looked.preflight && looked.unavailable)
+    return { ...base, preflight: null, action: 'reject', error: looked.unavailable };
+  const preflight = looked.preflight ?? (await deps.preflighter.prepare(item.imagePath, deps.signal));
   if (!preflight.ok) return { ...base, preflight, action: 'reject', error: preflight.error };
   return { ...base, preflight, action: 'submit', upload: preflight, again };
 }

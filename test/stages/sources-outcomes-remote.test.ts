@@ -235,7 +235,7 @@ describe('the stage sequence records source outcomes', () => {
     for (const own of await readdir(spools)) expect(await readdir(path.join(spools, own))).toEqual([]);
   });
 
-  it('a finished item whose source cannot be checked now keeps its journal identity and stays done', async () => {
+  it('a source that cannot be checked now: the item keeps its journal identity (an accepted job is polled; an unsent one is incomplete)', async () => {
     const image = await kitchenJpeg(1, 160, 120);
     let down = false;
     server.routes.set('/k.jpg', (req, res) => {
@@ -288,5 +288,23 @@ describe('the stage sequence records source outcomes', () => {
       src: first.src,
       preflight: null,
     });
+    // An item still to be submitted: incomplete under its journal identity, the source asked once.
+    const asked = server.seen('/k.jpg').length;
+    const waiting = { ...accepted, phase: 'new' as const, jobId: null };
+    const unsent = await decide(item, {
+      preflighter,
+      state: waiting,
+      outDir: tmp.dir,
+      retryFailed: false,
+      verify: false,
+    });
+    expect(unsent).toMatchObject({
+      action: 'reject',
+      fp: first.fp,
+      src: first.src,
+      preflight: null,
+      error: { code: 'source_unavailable' },
+    });
+    expect(server.seen('/k.jpg').length - asked).toBe(4); // one fetch: 1 + 3 retries, not asked again
   });
 });
