@@ -17,8 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { SNIFF_BYTES } from '../image/sniff.js';
 import { localSources } from '../storage/local-source.js';
-import { isRemoteRef } from '../storage/sources.js';
-import type { OpenedSource, SourceStore } from '../storage/types.js';
+import { isRemoteRef, openIfChanged } from '../storage/sources.js';
+import type { KnownSource, OpenedSource, SourceNotModified, SourceStore } from '../storage/types.js';
 import { sha256, sha256Stream } from '../util/fs.js';
 import { flag, OptionError, wholeNumber } from '../util/validate.js';
 import {
@@ -122,8 +122,18 @@ export interface Preflighter {
    * hash): a no-op for them.
    */
   release(imagePath: string): Promise<void>;
-  /** Where the sources are read: decide asks the same store whether a source changed. */
+  /** Where the sources are read. */
   readonly sources: SourceStore;
+  /**
+   * Opens the source only if it changed since it was `known` (the journal's record), through
+   * {@link sources}: a remote source is asked once per reference and validators however many
+   * items use it. Null: it changed and its body went to another caller; {@link prepare} it.
+   */
+  openIfChanged(
+    imagePath: string,
+    known: KnownSource,
+    signal?: AbortSignal,
+  ): Promise<OpenedSource | SourceNotModified | null>;
   /**
    * Removes the temp folder when the preflighter owns one (no `cacheDir`), and every remote source's
    * spooled files; prepared paths become invalid.
@@ -291,6 +301,10 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
       }
       return waitFor(entry, signal);
     },
+    openIfChanged: (imagePath, known, signal) =>
+      isRemoteRef(imagePath)
+        ? remote.check(imagePath, known, signal)
+        : openIfChanged(sources, imagePath, known, signal ? { signal } : {}),
     release: (imagePath) => (isRemoteRef(imagePath) ? remote.release(imagePath) : Promise.resolve()),
     async close() {
       await remote.close();

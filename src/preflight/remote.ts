@@ -15,10 +15,11 @@ import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { SNIFF_BYTES } from '../image/sniff.js';
-import type { OpenedSource, SourceStore } from '../storage/types.js';
+import { openIfChanged } from '../storage/sources.js';
+import type { KnownSource, OpenedSource, SourceNotModified, SourceStore } from '../storage/types.js';
 import type { AnalyseSource } from './analysis.js';
 import type { CacheEntry } from './cache.js';
-import type { Limiter } from './pool.js';
+import { type Limiter, remember } from './pool.js';
 import { type PreflightResult, type SourceFile, sourceRefusal, toResult, unreadable } from './result.js';
 
 /** What the remote path needs of its preflighter. */
@@ -63,6 +64,10 @@ export class RemotePreparations {
   readonly #held = new Map<string, Held>();
   #closing = new AbortController();
   #root: Promise<string> | undefined;
+  /** Recent conditional checks per reference: whether the source was unchanged for these validators. */
+  readonly #checks = new Map<string, { validators: string; promise: Promise<boolean>; settled: boolean }>();
+  /** Bodies of changed sources a check opened, waiting for the first prepare of their reference. */
+  readonly #bodies = new Map<string, OpenedSource>();
 
   constructor(deps: RemoteDeps) {
     this.#deps = deps;
@@ -74,6 +79,12 @@ export class RemotePreparations {
    * conditional read that found the source changed): read instead of fetching again.
    */
   prepare(ref: string, signal?: AbortSignal, opened?: OpenedSource): Promise<PreflightResult> {
+    const pending = this.#bodies.get(ref);
+    if (pending) {
+      this.#bodies.delete(ref);
+      if (opened) pending.close?.();
+      else opened = pending;
+    }
     if (signal?.aborted) {
       opened?.close?.();
       return Promise.reject(signal.reason);
@@ -102,6 +113,52 @@ export class RemotePreparations {
     return this.#wait(ref, held, signal);
   }
 
+  /**
+   * Asks the source whether it changed since it was `known`, once per reference and validators
+   * however many items of it are decided: the others share the answer. A "not modified" holds for
+   * the rest of the run. Null: the source changed; its body, already open, is what the next
+   * {@link prepare} of the reference reads (so every caller prepares, and one request was sent).
+   */
+  async check(ref: string, known: KnownSource, signal?: AbortSignal): Promise<SourceNotModified | null> {
+    const validators = [known.etag, known.lastModified, known.versionId].join('\0');
+    const memo = this.#checks.get(ref);
+    if (memo && memo.validators === validators) {
+      const unchanged = await memo.promise.catch(() => undefined);
+      if (unchanged === true) return { notModified: true, ref };
+      if (unchanged === false) return null;
+      // That check failed: this caller asks again.
+    }
+    let settle: (unchanged: boolean) => void = () => undefined;
+    let fail: (error: unknown) => void = () => undefined;
+    const entry = {
+      validators,
+      settled: false,
+      promise: new Promise<boolean>((resolve, reject) => {
+        settle = resolve;
+        fail = reject;
+      }),
+    };
+    entry.promise.catch(() => undefined);
+    remember(this.#checks, ref, entry);
+    try {
+      const answer = await openIfChanged(this.#deps.sources, ref, known, signal ? { signal } : {});
+      entry.settled = true;
+      if ('notModified' in answer) {
+        settle(true);
+        return answer;
+      }
+      // Left for the first prepare, before any caller is told (they all prepare next).
+      this.#bodies.get(ref)?.close?.();
+      this.#bodies.set(ref, answer);
+      settle(false);
+      return null;
+    } catch (error) {
+      if (this.#checks.get(ref) === entry) this.#checks.delete(ref);
+      fail(error);
+      throw error;
+    }
+  }
+
   /** Gives back one hold of `ref`; the last one deletes its files. No-op for a reference not held. */
   async release(ref: string): Promise<void> {
     const held = this.#held.get(ref);
@@ -113,6 +170,9 @@ export class RemotePreparations {
     this.#closing.abort(aborted('the preflight closed'));
     const all = [...this.#held.values()];
     this.#held.clear();
+    this.#checks.clear();
+    for (const body of this.#bodies.values()) body.close?.();
+    this.#bodies.clear();
     await Promise.all(all.map((held) => held.promise.catch(() => undefined)));
     const root = await this.#root?.catch(() => undefined);
     if (root) await rm(root, { recursive: true, force: true });

@@ -4,7 +4,7 @@ import type { ItemIdentity } from '../state/items.js';
 import type { SourceIdentity } from '../state/records.js';
 import type { ItemState } from '../state/state.js';
 import { toOutputStore } from '../storage/local-output.js';
-import { isRemoteRef, openIfChanged } from '../storage/sources.js';
+import { isRemoteRef } from '../storage/sources.js';
 import type { KnownSource, OpenedSource, OutputStore } from '../storage/types.js';
 import type { Item, ItemError } from '../types.js';
 import { sha256Stream } from '../util/fs.js';
@@ -113,9 +113,9 @@ async function lookAtSource(item: Item, deps: DecideDeps): Promise<Looked | { re
   const { preflighter } = deps;
   let opened: OpenedSource | undefined;
   if (known) {
-    let answer: Awaited<ReturnType<typeof openIfChanged>> | null;
+    let answer: Awaited<ReturnType<Preflighter['openIfChanged']>>;
     try {
-      answer = await openIfChanged(preflighter.sources, ref, knownSource(known), optionsOf(deps.signal));
+      answer = await preflighter.openIfChanged(ref, knownSource(known), deps.signal);
     } catch (error) {
       if (deps.signal?.aborted) throw deps.signal.reason;
       const refusal = sourceRefusal(error);
@@ -172,10 +172,6 @@ function refusedBySource(item: Item, refusal: SourceRefusal): Decision {
     preflight: null,
     error: refusal,
   };
-}
-
-function optionsOf(signal: AbortSignal | undefined) {
-  return signal === undefined ? {} : { signal };
 }
 
 /** The journal's identity as what a conditional read needs. */

@@ -232,6 +232,33 @@ describe('remote sources through preflight and decide', () => {
     expect(served.sent).toBe(2 * image.length);
   });
 
+  it('a rerun of six styles: one conditional request whether the source is unchanged or changed', async () => {
+    const served: Served = { body: image, etag: '"v1"', sent: 0 };
+    serve(server, '/k1.jpg', served);
+    const url = server.url('/k1.jpg');
+    const items = STYLES.map((style) => itemOf(url, style));
+    const first = await Promise.all(items.map((item) => decide(item, deps(undefined))));
+    for (const [i, d] of first.entries()) await releaseDecision(preflighter, items[i] as Item, d);
+    const states = await Promise.all(items.map((item, i) => finished(item, first[i] as Decision)));
+
+    const unchanged = await Promise.all(items.map((item, i) => decide(item, deps(states[i]))));
+    expect(unchanged.map((d) => d.action)).toEqual(Array(6).fill('skip'));
+    expect(server.seen('/k1.jpg')).toHaveLength(2);
+
+    // Another preflighter (another run), and the source changed: one request, its body read once.
+    await preflighter.close();
+    preflighter = createPreflighter({ cacheDir: tmp.file('.prepared'), sources });
+    const edited = await kitchenJpeg(5, 320, 240);
+    Object.assign(served, { body: edited, etag: '"v2"', sent: 0 });
+    const changed = await Promise.all(items.map((item, i) => decide(item, deps(states[i]))));
+    expect(server.seen('/k1.jpg')).toHaveLength(3);
+    expect(served.sent).toBe(edited.length);
+    const uploads = new Set(changed.map((d) => (d.action === 'submit' ? d.upload.path : null)));
+    expect(uploads.size).toBe(1);
+    expect(changed[0]?.src).toMatchObject({ sha256: sha256(edited), etag: '"v2"' });
+    for (const [i, d] of changed.entries()) await releaseDecision(preflighter, items[i] as Item, d);
+  });
+
   it('a changed ETag: the body of the conditional GET is what preflight reads (one request), a new fingerprint', async () => {
     const served: Served = { body: image, etag: '"v1"', sent: 0 };
     serve(server, '/k1.jpg', served);

@@ -200,6 +200,9 @@ describe('s3:// sources through preflight and decide', () => {
 
     const edited = await kitchenJpeg(4, 320, 240);
     await put('rerun/k.jpg', edited);
+    // A "not modified" holds for the rest of a run: the next run (preflighter) asks again.
+    await preflighter.close();
+    preflighter = createPreflighter({ cacheDir: tmp.file('.prepared'), sources });
     const changed = await decideFor(item, done);
     expect(proxy.gets('rerun/k.jpg')).toHaveLength(3); // the conditional GET's body is what preflight read
     expect(changed).toMatchObject({ action: 'submit', src: { sha256: sha256(edited) } });
