@@ -95,9 +95,9 @@ export async function submitItem(
       { signal: ctx.stop, label: id },
     );
     await ctx.store.record({ t: 'accepted', id, fp, job_id: job.id, at: isoWithOffset() }, { sync: true });
-    await options.accepted?.();
     ctx.polls.accepted(id, job.createdAt);
     ctx.logger.info({ event: 'accepted', item: id, job_id: job.id }, 'job accepted');
+    await options.accepted?.();
     return { kind: 'accepted', jobId: job.id };
   } catch (error) {
     const outcome = failed(ctx, 'submit', error);

@@ -8,8 +8,8 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPreflighter, type Preflighter } from '../../src/preflight/index.js';
-import type { ItemStates } from '../../src/stages/sequence.js';
 import { type ItemDriver, runItemSteps } from '../../src/stages/sequence.js';
+import { UploadReader } from '../../src/stages/submit.js';
 import { createSources, type Sources } from '../../src/storage/sources.js';
 import type { Item } from '../../src/types.js';
 import { sha256 } from '../../src/util/fs.js';
@@ -35,7 +35,9 @@ afterEach(async () => {
 
 function driverOf(w: Awaited<ReturnType<typeof stageWorld>>, preflighter: Preflighter): ItemDriver {
   return {
-    ctx: w.ctx as ItemDriver['ctx'] & { store: ItemStates },
+    // Every upload reads its file from disk (no bytes kept for the other styles): a file deleted too
+    // early fails the item instead of going up from memory.
+    ctx: { ...w.ctx, uploads: new UploadReader(0, 0) } as unknown as ItemDriver['ctx'],
     preflighter,
     jobTimeoutMs: 60_000,
     retryAmbiguous: false,
@@ -89,6 +91,42 @@ describe('a remote source through the stage sequence', () => {
       expect(seen).toHaveLength(2);
       expect(seen[1]?.headers['if-none-match']).toBe('"v1"');
       expect(createRequests(w.sandbox)).toBe(6);
+    } finally {
+      await preflighter.close();
+    }
+  });
+
+  it('uploads the service refuses (422) end the items failed, and the spool goes with them', async () => {
+    const image = await kitchenJpeg(2, 320, 240);
+    server.routes.set('/k2.jpg', (_req, res) => res.end(image));
+    const url = server.url('/k2.jpg');
+    const w = await stageWorld({
+      sandbox: {
+        faults: { failCreateWith: { status: 422, code: 'not_a_kitchen', message: 'no kitchen in view' } },
+      },
+    });
+    const preflighter = createPreflighter({ cacheDir: w.tmp.file('.prepared'), sources });
+    try {
+      const driver = driverOf(w, preflighter);
+      const items: Item[] = STYLES.slice(0, 3).map((style) => ({
+        id: `k2__${style}`,
+        image: url,
+        imagePath: url,
+        module: 'change-style',
+        style,
+        source: { file: 'm.csv', line: 2 },
+      }));
+      const settled = await Promise.all(items.map((item) => runItemSteps(item, driver)));
+      expect(settled).toEqual(
+        Array(3).fill({
+          status: 'failed',
+          jobId: null,
+          error: { code: 'not_a_kitchen', message: 'no kitchen in view' },
+        }),
+      );
+      expect(server.seen('/k2.jpg')).toHaveLength(1);
+      const spools = w.tmp.file('.prepared/remote');
+      for (const own of await readdir(spools)) expect(await readdir(path.join(spools, own))).toEqual([]);
     } finally {
       await preflighter.close();
     }
