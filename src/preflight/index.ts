@@ -111,7 +111,10 @@ export interface Preflighter {
   /**
    * Prepares one image. Never rejects for a problem with the image itself (that is an `ok: false`
    * result); rejects with `signal.reason` when aborted, and on environment faults such as a full
-   * disk while writing the cache.
+   * disk while writing the cache. A remote source is held from here until {@link release}: every
+   * call that resolved must be released once (the stages do it after the upload's 202, or when the
+   * item ends otherwise; `releaseDecision` of `stages/decide.ts`). `opened` is a body already open
+   * for a remote source (read instead of fetching it again); ignored for a local file.
    */
   prepare(imagePath: string, signal?: AbortSignal, opened?: OpenedSource): Promise<PreflightResult>;
   /**
@@ -127,7 +130,8 @@ export interface Preflighter {
   /**
    * Opens the source only if it changed since it was `known` (the journal's record), through
    * {@link sources}: a remote source is asked once per reference and validators however many
-   * items use it. Null: it changed and its body went to another caller; {@link prepare} it.
+   * items use it, and a "not modified" holds for the rest of the run. Null: it changed, and its
+   * body, already open, is what the next {@link prepare} of it reads.
    */
   openIfChanged(
     imagePath: string,
