@@ -130,7 +130,7 @@ export interface Preflighter {
   /**
    * Opens the source only if it changed since it was `known` (the journal's record), through
    * {@link sources}: a remote source is asked once per reference and validators however many
-   * items use it, and a "not modified" holds for the rest of the run. Null: it changed, and its
+   * items use it (the answer is shared for a few minutes). Null: it changed, and its
    * body, already open, is what the next {@link prepare} of it reads.
    */
   openIfChanged(

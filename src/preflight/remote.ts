@@ -54,6 +54,13 @@ interface Spooled {
   info: SourceFile;
 }
 
+/**
+ * How long one conditional check answers for the other items of its source. The styles of an image
+ * are decided close together, so a few minutes share one request among them; a worker, which lives
+ * across many enqueues, still asks again for a later batch.
+ */
+const CHECK_REUSE_MS = 5 * 60_000;
+
 function aborted(reason: string): DOMException {
   return new DOMException(reason, 'AbortError');
 }
@@ -65,7 +72,10 @@ export class RemotePreparations {
   #closing = new AbortController();
   #root: Promise<string> | undefined;
   /** Recent conditional checks per reference: whether the source was unchanged for these validators. */
-  readonly #checks = new Map<string, { validators: string; promise: Promise<boolean>; settled: boolean }>();
+  readonly #checks = new Map<
+    string,
+    { validators: string; promise: Promise<boolean>; settled: boolean; at: number }
+  >();
   /** Bodies of changed sources a check opened, waiting for the first prepare of their reference. */
   readonly #bodies = new Map<string, OpenedSource>();
 
@@ -115,14 +125,14 @@ export class RemotePreparations {
 
   /**
    * Asks the source whether it changed since it was `known`, once per reference and validators
-   * however many items of it are decided: the others share the answer. A "not modified" holds for
-   * the rest of the run. Null: the source changed; its body, already open, is what the next
+   * however many items of it are decided (within {@link CHECK_REUSE_MS}): the others share the
+   * answer. Null: the source changed; its body, already open, is what the next
    * {@link prepare} of the reference reads (so every caller prepares, and one request was sent).
    */
   async check(ref: string, known: KnownSource, signal?: AbortSignal): Promise<SourceNotModified | null> {
     const validators = [known.etag, known.lastModified, known.versionId].join('\0');
     const memo = this.#checks.get(ref);
-    if (memo && memo.validators === validators) {
+    if (memo && memo.validators === validators && Date.now() - memo.at < CHECK_REUSE_MS) {
       const unchanged = await memo.promise.catch(() => undefined);
       if (unchanged === true) return { notModified: true, ref };
       if (unchanged === false) return null;
@@ -133,6 +143,7 @@ export class RemotePreparations {
     const entry = {
       validators,
       settled: false,
+      at: Date.now(),
       promise: new Promise<boolean>((resolve, reject) => {
         settle = resolve;
         fail = reject;

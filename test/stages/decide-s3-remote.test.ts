@@ -200,7 +200,7 @@ describe('s3:// sources through preflight and decide', () => {
 
     const edited = await kitchenJpeg(4, 320, 240);
     await put('rerun/k.jpg', edited);
-    // A "not modified" holds for the rest of a run: the next run (preflighter) asks again.
+    // A "not modified" is shared by the items decided soon after: the next run (preflighter) asks again.
     await preflighter.close();
     preflighter = createPreflighter({ cacheDir: tmp.file('.prepared'), sources });
     const changed = await decideFor(item, done);
