@@ -16,8 +16,32 @@ export const REJECT_CODES = [
   'unknown_style',
   'invalid_configuration',
   'invalid_item',
+  /** A remote source answered 401/403 (S3: AccessDenied); no credentials are ever sent to sources. */
+  'source_forbidden',
+  /** The address guard refused a remote source (a private or metadata address, user:password, https → http). */
+  'source_blocked',
 ] as const;
 export type RejectCode = (typeof REJECT_CODES)[number];
+
+/**
+ * Codes of `status: incomplete` this tool sets itself (docs/contract.md#incomplete-codes); a run that
+ * stops right after a submission that created nothing keeps that failure's own code instead.
+ */
+export const INCOMPLETE_CODES = [
+  'submit_unknown',
+  'max_submissions',
+  'max_duration',
+  'service_unavailable',
+  'not_submitted',
+  'job_timeout',
+  'not_finished',
+  'job_not_found',
+  'poll_failed',
+  'download_failed',
+  /** A remote source could not be read now (timeouts, resets, 5xx or 429 after retries): a rerun tries again. */
+  'source_unavailable',
+] as const;
+export type IncompleteCode = (typeof INCOMPLETE_CODES)[number];
 
 /** Final status of an item in the report. */
 export type ItemStatus = 'succeeded' | 'failed' | 'rejected' | 'incomplete';

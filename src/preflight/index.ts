@@ -9,15 +9,16 @@
  *   without EXIF/GPS.
  * - Work is memoised per path and per content hash, bounded by a pool, and prepared files are
  *   cached on disk by content hash so a rerun does no sharp work again.
+ * - Remote sources (http(s), `s3://`) are streamed once per reference into the cache folder, under
+ *   their own concurrency bound, and deleted once no item holds them (`remote.ts`).
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
 import { SNIFF_BYTES } from '../image/sniff.js';
 import { localSources } from '../storage/local-source.js';
-import type { SourceStore } from '../storage/types.js';
-import type { RejectCode } from '../types.js';
+import { isRemoteRef, openIfChanged } from '../storage/sources.js';
+import type { KnownSource, OpenedSource, SourceNotModified, SourceStore } from '../storage/types.js';
 import { sha256, sha256Stream } from '../util/fs.js';
 import { flag, OptionError, wholeNumber } from '../util/validate.js';
 import {
@@ -25,20 +26,28 @@ import {
   analyse,
   formatBytes,
   formatLabel,
-  type ImageInfo,
   type PixelSample,
   SHRINK_ON_LOAD_PIXELS,
 } from './analyse.js';
 import { type CacheEntry, cacheKey, readCache, writeCache } from './cache.js';
 import { createLimiter, remember, waitFor } from './pool.js';
+import { RemotePreparations } from './remote.js';
+import { type PreflightResult, type SourceFile, toResult, unreadable } from './result.js';
 
 export type { ImageInfo, PixelSample } from './analyse.js';
+export type {
+  PreflightAction,
+  PreflightErrorCode,
+  PreflightResult,
+  SourceFile,
+  UploadContentType,
+} from './result.js';
 
 /** One step of work the preflighter did, reported to {@link PreflightOptions.onWork}. */
 export interface PreflightWorkEvent {
   /** 'read': the source was read and hashed; 'decode': sharp analysed it; 'cache-hit': a cached preparation was reused. */
   kind: 'read' | 'decode' | 'cache-hit';
-  /** Absolute path of the source. */
+  /** Absolute path of a local source; a remote source's reference (URL, `s3://`) as given. */
   path: string;
   sourceSha256: string;
 }
@@ -88,48 +97,13 @@ export interface PreflightOptions {
   onSample?: (sourceSha256: string, sample: PixelSample) => void;
   /** Test and diagnostics hook, called for each unit of work done (not for memoised calls). */
   onWork?: (event: PreflightWorkEvent) => void;
-  /** Where source images are read. @default the local files */
+  /** Where source images are read (local files, http(s) URLs, `s3://`). @default the local files */
   sources?: SourceStore;
-}
-
-/** What the preflight did with an accepted image. */
-export type PreflightAction = 'as-is' | 'converted' | 'resized';
-
-/** MIME types of the formats the service accepts. */
-export type UploadContentType = 'image/jpeg' | 'image/png' | 'image/webp';
-
-/** The outcome for one image: what to upload, or why it is refused. */
-export type PreflightResult =
-  | {
-      ok: true;
-      /** sha256 of the source file's bytes (the resume fingerprint). */
-      sourceSha256: string;
-      /** Size and mtime of the source when it was read (what a rerun compares before trusting the hash). */
-      sourceFile: SourceFile;
-      action: PreflightAction;
-      original: ImageInfo;
-      prepared: ImageInfo;
-      /** The file to upload: the source itself for 'as-is', else the prepared file in the cache. */
-      path: string;
-      contentType: UploadContentType;
-      /** Upload file name: the source's base name with the prepared format's extension, e.g. `k1.jpg`. */
-      filename: string;
-      /** Words for `plan`, e.g. 'resized from 6000×4000 / 14.2 MB to 4096×2731 / 2.1 MB'. */
-      note?: string;
-      /** What was done, step by step (`rotated 90°`, `CMYK → sRGB`, …); empty for 'as-is'. */
-      steps: string[];
-    }
-  | {
-      ok: false;
-      sourceSha256: string | null;
-      sourceFile: SourceFile | null;
-      error: { code: RejectCode; message: string };
-    };
-
-/** Size and mtime of a source file as read. */
-export interface SourceFile {
-  size: number;
-  mtimeMs: number;
+  /**
+   * How many remote sources are read over the network at once: their own bound, so that a source
+   * waiting on the network holds no slot of the sharp pool ({@link concurrency}). @default 16
+   */
+  sourceConcurrency?: number;
 }
 
 /** Prepares images for upload; see {@link createPreflighter}. */
@@ -137,10 +111,37 @@ export interface Preflighter {
   /**
    * Prepares one image. Never rejects for a problem with the image itself (that is an `ok: false`
    * result); rejects with `signal.reason` when aborted, and on environment faults such as a full
-   * disk while writing the cache.
+   * disk while writing the cache. A remote source is held from here until {@link release}: every
+   * call that resolved must be released once (the stages do it after the upload's 202, or when the
+   * item ends otherwise; `releaseDecision` of `stages/decide.ts`). `opened` is a body already open
+   * for a remote source (read instead of fetching it again); ignored for a local file.
    */
-  prepare(imagePath: string, signal?: AbortSignal): Promise<PreflightResult>;
-  /** Removes the temp folder when the preflighter owns one (no `cacheDir`); prepared paths become invalid. */
+  prepare(imagePath: string, signal?: AbortSignal, opened?: OpenedSource): Promise<PreflightResult>;
+  /**
+   * Gives back the hold a resolved {@link prepare} of `imagePath` took. A remote source's spooled bytes
+   * and the preparations made from them stay on disk while any item holds them (its upload is not
+   * accepted yet) and are deleted with the last release; the reference is then forgotten, so a later
+   * prepare reads it again. Local sources hold nothing (their preparations stay cached by content
+   * hash): a no-op for them.
+   */
+  release(imagePath: string): Promise<void>;
+  /** Where the sources are read. */
+  readonly sources: SourceStore;
+  /**
+   * Opens the source only if it changed since it was `known` (the journal's record), through
+   * {@link sources}: a remote source is asked once per reference and validators however many
+   * items use it (the answer is shared for a few minutes). Null: it changed, and its
+   * body, already open, is what the next {@link prepare} of it reads.
+   */
+  openIfChanged(
+    imagePath: string,
+    known: KnownSource,
+    signal?: AbortSignal,
+  ): Promise<OpenedSource | SourceNotModified | null>;
+  /**
+   * Removes the temp folder when the preflighter owns one (no `cacheDir`), and every remote source's
+   * spooled files; prepared paths become invalid.
+   */
   close(): Promise<void>;
 }
 
@@ -191,6 +192,7 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
   const onWork = options.onWork;
   const limiter = createLimiter(concurrency);
   const sources = options.sources ?? localSources;
+  const fetches = createLimiter(positive('sourceConcurrency', options.sourceConcurrency, 16));
 
   const ownsDir = options.cacheDir === undefined;
   let dirPromise: Promise<string> | undefined;
@@ -205,6 +207,20 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
 
   const byPath = new Map<string, PathEntry>();
   const byHash = new Map<string, { promise: Promise<CacheEntry>; settled: boolean }>();
+  const remote = new RemotePreparations({
+    sources,
+    cacheDir,
+    fetches,
+    onRead: (ref, sourceSha256) => onWork?.({ kind: 'read', path: ref, sourceSha256 }),
+    // Never looked up in the cache, never shared by content: deleted with the source's last release.
+    prepare: (source, sourceSha256, dir, ref) =>
+      limiter.run(async () => {
+        onWork?.({ kind: 'decode', path: ref, sourceSha256 });
+        const analysis = await analyse(source, limits);
+        if (analysis.ok && analysis.sample) options.onSample?.(sourceSha256, analysis.sample);
+        return analysis.ok ? writeCache(dir, sourceSha256, key, analysis) : analysis;
+      }),
+  });
 
   /** The content-hash level: cache lookup, else sharp analysis and writing the result out. */
   async function prepareContent(abs: string, sourceSha256: string, source: Source): Promise<CacheEntry> {
@@ -258,11 +274,13 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
       },
     );
     const outcome = step.outcome ?? (await (step.shared as Promise<CacheEntry>));
-    return toResult(outcome, step, abs, shown);
+    return toResult(outcome, step, shown, abs);
   }
 
   return {
-    prepare(imagePath, signal) {
+    sources,
+    prepare(imagePath, signal, opened) {
+      if (isRemoteRef(imagePath)) return remote.prepare(imagePath, signal, opened);
       if (signal?.aborted) return Promise.reject(signal.reason);
       const abs = path.resolve(imagePath);
       let entry = byPath.get(abs);
@@ -287,7 +305,13 @@ export function createPreflighter(options: PreflightOptions = {}): Preflighter {
       }
       return waitFor(entry, signal);
     },
+    openIfChanged: (imagePath, known, signal) =>
+      isRemoteRef(imagePath)
+        ? remote.check(imagePath, known, signal)
+        : openIfChanged(sources, imagePath, known, signal ? { signal } : {}),
+    release: (imagePath) => (isRemoteRef(imagePath) ? remote.release(imagePath) : Promise.resolve()),
     async close() {
+      await remote.close();
       if (ownsDir && dirPromise) {
         const dir = await dirPromise.catch(() => undefined);
         if (dir) await rm(dir, { recursive: true, force: true });
@@ -332,51 +356,4 @@ async function readSource(
   const sha = await sha256Stream(source.stream());
   const head = await source.head(SNIFF_BYTES);
   return { sha, file, input: source.localPath ?? (await source.bytes()), head, bytes: source.size };
-}
-
-/** File-system errors that mean "there is no readable image here"; anything else is thrown. */
-function unreadable(error: unknown): CacheEntry | undefined {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  const reasons: Record<string, string> = {
-    ENOENT: 'no such file',
-    ENOTDIR: 'no such file (a parent is not a folder)',
-    EISDIR: 'is a folder, not an image file',
-    EACCES: 'cannot be read (permission denied)',
-    EPERM: 'cannot be read (permission denied)',
-    ELOOP: 'cannot be read (symbolic link loop)',
-  };
-  const reason = code === undefined ? undefined : reasons[code];
-  return reason === undefined ? undefined : { ok: false, code: 'file_not_found', reason };
-}
-
-function toResult(
-  outcome: CacheEntry,
-  source: { sha: string | null; file: SourceFile | null },
-  abs: string,
-  shown: string,
-): PreflightResult {
-  const sha = source.sha;
-  if (!outcome.ok)
-    return {
-      ok: false,
-      sourceSha256: sha,
-      sourceFile: source.file,
-      error: { code: outcome.code, message: `${shown}: ${outcome.reason}` },
-    };
-  const format = outcome.prepared.format as UploadFormat;
-  const base = path.basename(abs, path.extname(abs));
-  return {
-    ok: true,
-    sourceSha256: sha as string,
-    sourceFile: source.file as SourceFile,
-    action: outcome.action,
-    original: outcome.original,
-    prepared: outcome.prepared,
-    // Identical bytes at two paths share one preparation, but each as-is item uploads its own file.
-    path: outcome.file ?? abs,
-    contentType: FORMAT_CONTENT_TYPE[format],
-    filename: `${base}.${FORMAT_EXTENSION[format]}`,
-    steps: outcome.steps,
-    ...(outcome.note === undefined ? {} : { note: outcome.note }),
-  };
 }

@@ -14,7 +14,7 @@ import type { ItemIdentity } from '../state/items.js';
 import type { ItemState } from '../state/state.js';
 import type { Item, ItemError } from '../types.js';
 import type { StageContext, StageStore } from './context.js';
-import { decide, plannedIdentity } from './decide.js';
+import { type Decision, decide, plannedIdentity, releaseDecision } from './decide.js';
 import { downloadItem } from './download.js';
 import type { Outcome } from './outcomes.js';
 import { pollJob } from './poll.js';
@@ -94,41 +94,67 @@ export async function* itemSteps(item: Item, driver: ItemDriver): ItemSteps {
     outDir: ctx.output,
     ...driver.decideOptions(item),
   });
-  const state = await ctx.store.plan(plannedIdentity(item, decision));
-  switch (decision.action) {
-    case 'reject':
-      return await rejected(ctx, state, decision.error);
-    case 'skip':
-      // A result an earlier run (or one with --no-review) left unreviewed.
-      await driver.review(item.id);
-      return { status: 'skipped', state };
-    case 'download':
-      break;
-    case 'poll':
-    case 'submit': {
-      yield 'job';
-      let outcome: Outcome | undefined;
-      if (decision.action === 'submit') {
-        const refusal = await driver.admit(item, state);
-        outcome = refusal
-          ? { kind: 'incomplete', error: refusal }
-          : await submitItem(ctx, item, state, decision.upload, { retryAmbiguous: driver.retryAmbiguous });
-        if (outcome.kind === 'accepted') driver.accepted(item.id, outcome.jobId);
-      } else if (driver.polledElsewhere) {
-        ctx.polls.polled(item.id);
+  // The source stays on disk until the upload is accepted, or the item ends some other way.
+  const source = holdOf(driver, item, decision);
+  try {
+    if (decision.action !== 'submit') await source.release();
+    const state = await ctx.store.plan(plannedIdentity(item, decision));
+    switch (decision.action) {
+      case 'reject':
+        // A remote source that cannot be read now: a rerun tries again, nothing to fix by hand.
+        if (decision.error.code === 'source_unavailable')
+          return await settle(ctx, state, { kind: 'incomplete', error: decision.error });
+        return await rejected(ctx, state, decision.error);
+      case 'skip':
+        // A result an earlier run (or one with --no-review) left unreviewed.
+        await driver.review(item.id);
+        return { status: 'skipped', state };
+      case 'download':
+        break;
+      case 'poll':
+      case 'submit': {
+        yield 'job';
+        let outcome: Outcome | undefined;
+        if (decision.action === 'submit') {
+          const refusal = await driver.admit(item, state);
+          outcome = refusal
+            ? { kind: 'incomplete', error: refusal }
+            : await submitItem(ctx, item, state, decision.upload, {
+                retryAmbiguous: driver.retryAmbiguous,
+                accepted: source.release,
+              });
+          await source.release();
+          if (outcome.kind === 'accepted') driver.accepted(item.id, outcome.jobId);
+        } else if (driver.polledElsewhere) {
+          ctx.polls.polled(item.id);
+        }
+        if (!outcome || outcome.kind === 'accepted') {
+          outcome = await pollJob(ctx, state, { jobTimeoutMs: driver.jobTimeoutMs });
+        }
+        if (outcome.kind !== 'ended' || outcome.status !== 'succeeded')
+          return await settle(ctx, state, outcome);
+        break;
       }
-      if (!outcome || outcome.kind === 'accepted') {
-        outcome = await pollJob(ctx, state, { jobTimeoutMs: driver.jobTimeoutMs });
-      }
-      if (outcome.kind !== 'ended' || outcome.status !== 'succeeded')
-        return await settle(ctx, state, outcome);
-      break;
     }
+    yield 'download';
+    const outcome = await downloadItem(ctx, state);
+    if (outcome.kind === 'downloaded') await driver.review(item.id);
+    return await settle(ctx, state, outcome);
+  } finally {
+    await source.release();
   }
-  yield 'download';
-  const outcome = await downloadItem(ctx, state);
-  if (outcome.kind === 'downloaded') await driver.review(item.id);
-  return await settle(ctx, state, outcome);
+}
+
+/** The decision's hold on its source, given back once (the first call; later calls do nothing). */
+function holdOf(driver: ItemDriver, item: Item, decision: Decision): { release: () => Promise<void> } {
+  let held = true;
+  return {
+    release: async () => {
+      if (!held) return;
+      held = false;
+      await releaseDecision(driver.preflighter, item, decision);
+    },
+  };
 }
 
 /**

@@ -49,6 +49,11 @@ export class UploadReader {
 export interface SubmitOptions {
   /** Resend on any transient failure, also when the job may exist (`--retry-ambiguous`). */
   retryAmbiguous: boolean;
+  /**
+   * Called once the 202's job id is journaled: the upload's file is no longer needed (a remote
+   * source's spooled copy is deleted with its last hold, `Preflighter.release`).
+   */
+  accepted?: () => Promise<void>;
 }
 
 /** Submits the item's prepared image; `accepted` when a job id is journaled. */
@@ -92,6 +97,7 @@ export async function submitItem(
     await ctx.store.record({ t: 'accepted', id, fp, job_id: job.id, at: isoWithOffset() }, { sync: true });
     ctx.polls.accepted(id, job.createdAt);
     ctx.logger.info({ event: 'accepted', item: id, job_id: job.id }, 'job accepted');
+    await options.accepted?.();
     return { kind: 'accepted', jobId: job.id };
   } catch (error) {
     const outcome = failed(ctx, 'submit', error);

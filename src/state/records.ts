@@ -1,8 +1,29 @@
 import type { ReviewFlag } from '../review/flags.js';
 import type { ItemError } from '../types.js';
 
-/** A source file's identity: a rerun trusts `sha256` while path, size and mtime are unchanged. */
-export type SourceIdentity = { path: string; size: number; mtime_ms: number; sha256: string } | null;
+/**
+ * A source's identity: a rerun trusts `sha256` while the source is unchanged. A local file is
+ * unchanged while path, size and mtime are; a remote source (`path` is its URL or `s3://bucket/key`)
+ * while a conditional read with its validators answers "not modified" (`etag`, `last_modified` as the
+ * source sent them, `version_id` of a versioned S3 object). The validators are absent for local
+ * files, for sources that sent none, and in journals written before remote sources.
+ */
+export type SourceIdentity = {
+  path: string;
+  size: number;
+  mtime_ms: number;
+  sha256: string;
+  etag?: string;
+  last_modified?: string;
+  version_id?: string;
+} | null;
+
+/** The key under which equal source identities are shared in memory (one per image, not per style). */
+export function sourceKey(src: NonNullable<SourceIdentity>): string {
+  const base = `${src.path}\0${src.size}\0${src.mtime_ms}\0${src.sha256}`;
+  if (src.etag === undefined && src.last_modified === undefined && src.version_id === undefined) return base;
+  return `${base}\0${src.etag ?? ''}\0${src.last_modified ?? ''}\0${src.version_id ?? ''}`;
+}
 
 /**
  * Records of `journal.jsonl`, one JSON object per line, append-only. Every record about an item

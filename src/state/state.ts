@@ -1,7 +1,7 @@
 import type { Review } from '../review/flags.js';
 import type { ItemError } from '../types.js';
 import type { Interner } from '../util/intern.js';
-import type { ItemRecord, JournalRecord, SourceIdentity } from './records.js';
+import { type ItemRecord, type JournalRecord, type SourceIdentity, sourceKey } from './records.js';
 
 /** Where an item stands, as the journal tells it. */
 export type Phase =
@@ -175,6 +175,6 @@ export function internItem(record: Extract<JournalRecord, { t: 'item' }>, intern
     image: interner.string(record.image),
     module: interner.string(record.module),
     style: interner.string(record.style),
-    src: src ? interner.object(`${src.path}\0${src.size}\0${src.mtime_ms}\0${src.sha256}`, src) : null,
+    src: src ? interner.object(sourceKey(src), src) : null,
   };
 }

@@ -9,7 +9,7 @@
 import { ALL_REVIEW_FLAGS } from '../review/flags.js';
 import type { ItemError } from '../types.js';
 import { grown, TextArena, ValuePool } from '../util/packed.js';
-import type { SourceIdentity } from './records.js';
+import { type SourceIdentity, sourceKey } from './records.js';
 import type { ItemState, Phase } from './state.js';
 
 /** The lookups a report needs of the item states (an {@link ItemTable}, the live store, a `Map`). */
@@ -204,9 +204,7 @@ export class ItemTable implements StateLookup {
     this.#numbers[n + 1] = s.bytes ?? Number.NaN;
     this.#numbers[n + 2] = s.mtimeMs ?? Number.NaN;
     const src = s.src;
-    this.#src[slot] = src
-      ? this.#sources.put(src, `${src.path}\0${src.size}\0${src.mtime_ms}\0${src.sha256}`)
-      : 0;
+    this.#src[slot] = src ? this.#sources.put(src, sourceKey(src)) : 0;
     this.#imageUrl[slot] = this.#putText(this.#imageUrl[slot]!, s.imageUrl);
   }
 

@@ -13,7 +13,14 @@ import { localSources } from './local-source.js';
 import { createS3Client, type S3Env } from './s3/client.js';
 import { isS3Ref } from './s3/ref.js';
 import { S3SourceStore } from './s3/source-store.js';
-import type { OpenedSource, SourceInfo, SourceStore } from './types.js';
+import type {
+  KnownSource,
+  OpenedSource,
+  SourceInfo,
+  SourceNotModified,
+  SourceReadOptions,
+  SourceStore,
+} from './types.js';
 
 /** How sources may be reached: resolved once per command from its flags and environment. */
 export interface SourceAccess {
@@ -48,6 +55,11 @@ export function isRemoteRef(ref: string): boolean {
 /** The sources of one process: a {@link SourceStore} for every form, and what it holds open. */
 export interface Sources extends SourceStore {
   readonly access: SourceAccess;
+  openIfChanged(
+    ref: string,
+    known: KnownSource,
+    options?: SourceReadOptions,
+  ): Promise<OpenedSource | SourceNotModified>;
   /** Closes pooled connections (http keep-alive, the S3 client). */
   close(): void;
 }
@@ -66,17 +78,43 @@ export class HttpSourceStore implements SourceStore {
   }
 
   async stat(ref: string): Promise<SourceInfo> {
-    const response = await this.#get(ref);
+    const response = await this.#get(ref, {});
     response.body.destroy();
     return infoOf(ref, response);
   }
 
-  async open(ref: string): Promise<OpenedSource> {
-    let response: SourceResponse | null = await this.#get(ref);
-    const first = response;
+  async open(ref: string, options: SourceReadOptions = {}): Promise<OpenedSource> {
+    return this.#opened(ref, await this.#get(ref, options), options);
+  }
+
+  /**
+   * A conditional GET with the validators the source sent last time; a source that sent neither is
+   * read again whole (the caller compares the bytes' sha256).
+   */
+  async openIfChanged(
+    ref: string,
+    known: KnownSource,
+    options: SourceReadOptions = {},
+  ): Promise<OpenedSource | SourceNotModified> {
+    if (known.etag === undefined && known.lastModified === undefined) return this.open(ref, options);
+    const response = await fetchSource(ref, {
+      ...this.#fetchOptions(options),
+      ...(known.etag === undefined ? {} : { ifNoneMatch: known.etag }),
+      ...(known.lastModified === undefined ? {} : { ifModifiedSince: known.lastModified }),
+    });
+    if (response.notModified) return { notModified: true, ref };
+    return this.#opened(ref, response, options);
+  }
+
+  close(): void {
+    this.#agents.destroy();
+  }
+
+  #opened(ref: string, first: SourceResponse, options: SourceReadOptions): OpenedSource {
+    let response: SourceResponse | null = first;
     const take = async (): Promise<Readable> => {
       // The first read takes the body already under way; another read fetches it again.
-      const body = (response ?? (await this.#get(ref))).body;
+      const body = (response ?? (await this.#get(ref, options))).body;
       response = null;
       return body;
     };
@@ -87,15 +125,23 @@ export class HttpSourceStore implements SourceStore {
       stream: () => Readable.from(streamOf(take)),
       bytes,
       head: async (n) => (await bytes()).subarray(0, n),
+      close: () => {
+        response?.body.destroy();
+        response = null;
+      },
     };
   }
 
-  close(): void {
-    this.#agents.destroy();
+  #fetchOptions(options: SourceReadOptions) {
+    return {
+      agents: this.#agents,
+      maxBytes: this.#maxBytes,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    };
   }
 
-  async #get(ref: string): Promise<SourceResponse> {
-    const response = await fetchSource(ref, { agents: this.#agents, maxBytes: this.#maxBytes });
+  async #get(ref: string, options: SourceReadOptions): Promise<SourceResponse> {
+    const response = await fetchSource(ref, this.#fetchOptions(options));
     if (response.notModified) throw new Error(`unreachable: an unconditional GET of ${ref} answered 304`);
     return response;
   }
@@ -112,7 +158,25 @@ function infoOf(ref: string, response: SourceResponse): SourceInfo {
     size: response.size ?? -1,
     mtimeMs: Number.isFinite(mtimeMs) ? mtimeMs : 0,
     version: response.etag ?? response.lastModified ?? '',
+    ...(response.etag === undefined ? {} : { etag: response.etag }),
+    ...(response.lastModified === undefined ? {} : { lastModified: response.lastModified }),
   };
+}
+
+/**
+ * Opens `ref` only if it changed since it was `known`, through the store's own conditional read,
+ * or, for a store without one (local files), by today's rule: equal size and mtime mean unchanged.
+ */
+export async function openIfChanged(
+  store: SourceStore,
+  ref: string,
+  known: KnownSource,
+  options: SourceReadOptions = {},
+): Promise<OpenedSource | SourceNotModified> {
+  if (store.openIfChanged) return store.openIfChanged(ref, known, options);
+  const st = await store.stat(ref);
+  if (st.size === known.size && st.mtimeMs === known.mtimeMs) return { notModified: true, ref };
+  return store.open(ref, options);
 }
 
 /** The sources of a process under `access`; the S3 client is made when the first `s3://` is read. */
@@ -133,7 +197,8 @@ export function createSources(access: SourceAccess): Sources {
   return {
     access,
     stat: (ref) => storeOf(ref).stat(ref),
-    open: (ref) => storeOf(ref).open(ref),
+    open: (ref, options) => storeOf(ref).open(ref, options),
+    openIfChanged: (ref, known, options) => openIfChanged(storeOf(ref), ref, known, options),
     close() {
       http.close();
       s3?.close();

@@ -24,6 +24,36 @@ export interface SourceInfo {
    * `<size>-<mtimeMs>` for a file. Equal versions mean equal bytes; different ones mean "read again".
    */
   version: string;
+  /** The ETag as the source sent it (quotes included), when it sent one: what `If-None-Match` sends back. */
+  etag?: string;
+  /** The Last-Modified header as the source sent it (an HTTP-date), for `If-Modified-Since`. */
+  lastModified?: string;
+  /** An S3 object's version id on a versioned bucket (null: none). */
+  versionId?: string | null;
+}
+
+/**
+ * What a caller (the journal, on a rerun) knows of a source it read before: enough for a
+ * conditional read. Remote stores ask with the validators; the local store compares size and mtime.
+ */
+export interface KnownSource {
+  size: number;
+  mtimeMs: number;
+  etag?: string;
+  lastModified?: string;
+  versionId?: string;
+}
+
+/** A conditional read's answer when the source did not change: no body was sent. */
+export interface SourceNotModified {
+  notModified: true;
+  ref: string;
+}
+
+/** How one read is made. */
+export interface SourceReadOptions {
+  /** Cancels the request and the body. */
+  signal?: AbortSignal;
 }
 
 /** A source opened for reading: its info, and its bytes in the form the caller wants. */
@@ -40,6 +70,11 @@ export interface OpenedSource extends SourceInfo {
   bytes(): Promise<Buffer>;
   /** The first `n` bytes (or fewer, for a shorter source): what format sniffing needs. */
   head(n: number): Promise<Buffer>;
+  /**
+   * Lets go of a body nobody will read (a remote store keeps its connection until then); safe to
+   * call twice, and after the body was read. Absent where there is nothing to let go of (a file).
+   */
+  close?(): void;
 }
 
 /**
@@ -51,7 +86,17 @@ export interface SourceStore {
   /** The source's info without reading its bytes; throws when it does not exist or is not a file. */
   stat(ref: string): Promise<SourceInfo>;
   /** Opens the source for reading; throws as {@link stat} does. */
-  open(ref: string): Promise<OpenedSource>;
+  open(ref: string, options?: SourceReadOptions): Promise<OpenedSource>;
+  /**
+   * Opens the source only if it changed since it was `known` (http: `If-None-Match` /
+   * `If-Modified-Since`, a 304 is `notModified`; S3: `If-None-Match` with the ETag). A store without
+   * it is asked through `openIfChanged` of `sources.ts`, which compares size and mtime.
+   */
+  openIfChanged?(
+    ref: string,
+    known: KnownSource,
+    options?: SourceReadOptions,
+  ): Promise<OpenedSource | SourceNotModified>;
 }
 
 /** An object of an {@link OutputStore}, as {@link OutputStore.head} and {@link OutputStore.list} see it. */

@@ -14,7 +14,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { DEFAULT_MAX_SOURCE_BYTES } from '../../limits.js';
 import { SourceError } from '../http/errors.js';
-import type { OpenedSource, SourceInfo, SourceStore } from '../types.js';
+import type { KnownSource, OpenedSource, SourceInfo, SourceStore } from '../types.js';
 import { isAbort, toSourceError } from './errors.js';
 import { parseS3Ref } from './ref.js';
 
@@ -54,7 +54,9 @@ export interface S3NotModified {
 }
 
 /** An opened S3 source; {@link close} releases the body when the caller reads none of it. */
-export interface S3OpenedSource extends OpenedSource, S3SourceInfo {
+export interface S3OpenedSource extends OpenedSource {
+  etag: string;
+  versionId: string | null;
   /** Releases the connection of a body that was never streamed; safe to call twice. */
   close(): void;
 }
@@ -157,13 +159,16 @@ export class S3SourceStore implements SourceStore {
 
   /**
    * Opens the object only if its ETag is no longer `etag` (a GetObject with `If-None-Match`), so a
-   * rerun downloads nothing that did not change: S3 answers 304 and no body is sent.
+   * rerun downloads nothing that did not change: S3 answers 304 and no body is sent. `known` may be
+   * the seam's {@link KnownSource} (the journal's record); without an ETag the object is read whole.
    */
   async openIfChanged(
     ref: string,
-    etag: string,
+    known: string | KnownSource,
     options: S3ReadOptions = {},
   ): Promise<S3OpenedSource | S3NotModified> {
+    const etag = typeof known === 'string' ? known : known.etag;
+    if (etag === undefined || etag === '') return this.open(ref, options);
     return this.#get(ref, options, { IfNoneMatch: etag });
   }
 
