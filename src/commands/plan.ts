@@ -4,7 +4,7 @@ import { resolvePlanOptions } from '../pipeline/options.js';
 import { settleOutDir } from '../pipeline/out-dir.js';
 import { inShard } from '../pipeline/shard.js';
 import { createPreflighter, describePreflight } from '../preflight/index.js';
-import { type Decision, decide } from '../stages/decide.js';
+import { type Decision, decide, releaseDecision } from '../stages/decide.js';
 import { loadJournal } from '../state/journal.js';
 import { journalFile } from '../state/run-files.js';
 import { LocalOutputStore } from '../storage/local-output.js';
@@ -24,8 +24,11 @@ export interface PlanRow {
   image: string;
   module: string;
   style: string | null;
-  /** What a run would do: submit, skip (done or failed earlier), poll, download, reject. */
-  action: 'submit' | 'resubmit' | 'skip' | 'poll' | 'download' | 'reject' | 'over_limit';
+  /**
+   * What a run would do: submit, skip (done or failed earlier), poll, download, reject; `unavailable`:
+   * a remote source could not be read now (a run leaves the item incomplete, a rerun tries again).
+   */
+  action: 'submit' | 'resubmit' | 'skip' | 'poll' | 'download' | 'reject' | 'unavailable' | 'over_limit';
   preflight: string | null;
   error: { code: string; message: string } | null;
   line: number;
@@ -76,6 +79,8 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
         retryFailed: options.resume.retryFailed,
         verify: options.resume.verify,
       });
+      // The plan uploads nothing: a remote source's spooled copy goes at once, so disk stays bounded.
+      await releaseDecision(preflighter, item, decision);
       return planRow(item, decision);
     });
     for await (let row of decisions) {
@@ -103,7 +108,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
     await spool.remove();
     await manifest.close();
   }
-  return summary.counts.rejected > 0 ? 1 : 0;
+  return summary.counts.rejected + summary.counts.unavailable > 0 ? 1 : 0;
 }
 
 async function fetchStyleKeys(
@@ -149,7 +154,11 @@ function planRow(item: Item, decision: Decision): PlanRow {
   };
   switch (decision.action) {
     case 'reject':
-      return { ...base, action: 'reject', error: shownError(decision.error) };
+      return {
+        ...base,
+        action: decision.error.code === 'source_unavailable' ? 'unavailable' : 'reject',
+        error: shownError(decision.error),
+      };
     case 'skip':
       return {
         ...base,
@@ -184,6 +193,7 @@ export class PlanSummary {
     download: 0,
     over_limit: 0,
     rejected: 0,
+    unavailable: 0,
   };
 
   add(row: PlanRow): void {
@@ -199,6 +209,7 @@ export class PlanSummary {
     if (row.action === 'download') c.download++;
     if (row.action === 'over_limit') c.over_limit++;
     if (row.action === 'reject') c.rejected++;
+    if (row.action === 'unavailable') c.unavailable++;
   }
 }
 
@@ -264,7 +275,8 @@ async function writeTable(
     '',
     `${summary.items} items: ${summary.submit} to submit (${summary.resubmit} again), ${summary.poll} to poll, ` +
       `${summary.download} to download, ${summary.skip_done} done earlier, ${summary.skip_failed} failed earlier, ` +
-      `${summary.rejected} rejected${summary.over_limit ? `, ${summary.over_limit} over --max-submissions` : ''}`,
+      `${summary.rejected} rejected${summary.unavailable ? `, ${summary.unavailable} unavailable (a remote source could not be read; a run tries again)` : ''}` +
+      `${summary.over_limit ? `, ${summary.over_limit} over --max-submissions` : ''}`,
   ];
   if (!stylesChecked) lines.push('styles were not checked against the service');
   await put(out, `${lines.join('\n')}\n`);

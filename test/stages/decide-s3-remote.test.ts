@@ -17,8 +17,8 @@ import { createSources, type Sources } from '../../src/storage/sources.js';
 import type { Item } from '../../src/types.js';
 import { sha256 } from '../../src/util/fs.js';
 import { type TempDir, tempDirForTest } from '../helpers/tmp.js';
-import { FAKE_KEY_ID, FAKE_SECRET, startFauxqsServer, type TestS3Server } from '../storage/s3/servers.js';
 import { kitchenJpeg } from '../support/images.js';
+import { FAKE_KEY_ID, FAKE_SECRET, startFauxqsServer, type TestS3Server } from '../support/s3-servers.js';
 
 const BUCKET = 'kitchen';
 

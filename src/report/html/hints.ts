@@ -13,6 +13,10 @@ export const ERROR_HINTS: Readonly<Record<string, string>> = {
   invalid_configuration:
     'Give kitchen-configurator a configuration that is a JSON object the service accepts (in CSV: a JSON string).',
   invalid_item: 'Fix the manifest row: check the module name, the style and the fields that module needs.',
+  source_forbidden:
+    'The source refused to serve the image (401/403, AccessDenied). A pre-signed URL may have expired: sign it again. For S3, check the credentials and the bucket policy; no credentials are ever sent to an http(s) source.',
+  source_blocked:
+    'The address guard refused this source (a loopback, private, link-local or metadata address, a URL with user:password, or an https → http redirect). For an internal image server, run with --allow-private-sources.',
   // Incomplete: nothing to fix by hand; the rerun picks the item up.
   submit_unknown:
     'The service may or may not have accepted this job. Rerun the same command to continue; it submits the item again, and the report then counts it as a possible duplicate.',
@@ -22,6 +26,8 @@ export const ERROR_HINTS: Readonly<Record<string, string>> = {
   max_submissions:
     'Rerun the same command to continue (the --max-submissions cost guard stopped this run before this item).',
   interrupted: 'Rerun the same command to continue where the run stopped.',
+  source_unavailable:
+    'The source could not be read (timeouts, resets, 5xx or 429 after retries). Rerun the same command to continue: the source is fetched again.',
   'status:failed': 'The service ended this job as failed. Rerun with --retry-failed to submit it again.',
   'status:incomplete': 'Rerun the same command to continue.',
   'status:rejected': 'Fix the manifest row or the image, then rerun.',
@@ -41,6 +47,8 @@ export const WORKER_HINTS: Readonly<Record<string, string>> = {
     'Enqueue the manifest again (kitchen-batch enqueue): a worker downloads the result again, it is not regenerated.',
   not_submitted: 'No worker has reached this item yet: start a worker (kitchen-batch worker --redis URL).',
   interrupted: 'A worker hands this item back to the queue; another worker goes on with it.',
+  source_unavailable:
+    'The source could not be read (timeouts, resets, 5xx or 429 after retries). Enqueue the manifest again (kitchen-batch enqueue) and a worker fetches it again.',
   'status:failed':
     'The service ended this job as failed. Enqueue the manifest again with --retry-failed (kitchen-batch enqueue <manifest> --retry-failed) and a worker submits it again.',
   'status:incomplete': 'Enqueue the manifest again (kitchen-batch enqueue) and run a worker to continue.',
