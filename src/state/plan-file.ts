@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { StateError } from '../errors.js';
 import { toOutputStore } from '../storage/local-output.js';
 import type { OutputStore } from '../storage/types.js';
+import { redactUrl } from '../util/redact-url.js';
 import type { JournalRecord } from './records.js';
 import type { StateLookup } from './table.js';
 
@@ -23,9 +24,12 @@ export interface PlanEntry {
   style: string | null;
 }
 
-/** The plan line of an entry. */
+/**
+ * The plan line of an entry. The plan is for people and reports only (the journal keeps what a
+ * rerun reads), so a pre-signed URL's signature is left out here (docs/contract.md#secrets-in-urls).
+ */
 export function planLine(entry: PlanEntry): string {
-  return `${JSON.stringify([entry.id, entry.image, entry.module, entry.style])}\n`;
+  return `${JSON.stringify([entry.id, redactUrl(entry.image), entry.module, entry.style])}\n`;
 }
 
 /**

@@ -8,7 +8,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type http from 'node:http';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createS3Client } from '../../src/storage/s3/client.js';
 import type { Report } from '../../src/types.js';
 import { closeWorkspaces, workspace } from '../helpers/batch.js';
@@ -19,7 +19,10 @@ import { SourceServer } from '../storage/http/source-server.js';
 import { kitchenJpeg } from '../support/images.js';
 import { FAKE_KEY_ID, FAKE_SECRET, putObjects, startFauxqsServer } from '../support/s3-servers.js';
 
-afterEach(closeWorkspaces);
+afterEach(async () => {
+  vi.unstubAllEnvs();
+  await closeWorkspaces();
+});
 
 const SIGNATURE = 'c1gnatureSECRET0123456789abcdef';
 const CREDENTIAL = 'AKIASIGNEDCREDENTIAL7';
@@ -170,6 +173,9 @@ describe('remote sources, end to end (real source server, real S3 server, the CL
         AWS_SECRET_ACCESS_KEY: FAKE_SECRET,
         AWS_REGION: 'us-east-1',
       };
+      // The SDK's credential chain reads this process's environment (the child gets `env`).
+      vi.stubEnv('AWS_ACCESS_KEY_ID', FAKE_KEY_ID);
+      vi.stubEnv('AWS_SECRET_ACCESS_KEY', FAKE_SECRET);
       const { client } = createS3Client(env);
       await putObjects(client, 'kitchen-photos', {
         'kitchens/a.jpg': await kitchenJpeg(4, 320, 240),
