@@ -11,7 +11,7 @@
  * `BENCH_SOURCES_IMAGES` (default 1,700 images × 6 styles = 10,200 items).
  */
 import { createHash } from 'node:crypto';
-import { readdirSync, statSync } from 'node:fs';
+import { type Dirent, readdirSync, statSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -69,7 +69,11 @@ async function startImageServer(files: ReadonlyMap<string, Buffer>) {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     stats,
     reset: () => Object.assign(stats, { bodies: 0, notModified: 0, bytes: 0, other: 0 }),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 
@@ -77,21 +81,31 @@ function hash(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** Samples the byte size of a folder's files every 100 ms; `stop` gives the peak and the last size. */
+/** The byte size of the files under `dir`, its subfolders included (0 when it is not there). */
+function folderBytes(dir: string): number {
+  let sum = 0;
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    try {
+      sum += entry.isDirectory() ? folderBytes(full) : statSync(full).size;
+    } catch {}
+  }
+  return sum;
+}
+
+/** Samples {@link folderBytes} every 100 ms; `stop` gives the peak and the last size. */
 function sampleFolder(dir: string): { stop(): { peak: number; last: number } } {
   let peak = 0;
   let last = 0;
   const read = () => {
-    let sum = 0;
-    try {
-      for (const name of readdirSync(dir)) {
-        try {
-          sum += statSync(path.join(dir, name)).size;
-        } catch {}
-      }
-    } catch {}
-    last = sum;
-    peak = Math.max(peak, sum);
+    last = folderBytes(dir);
+    peak = Math.max(peak, last);
   };
   const timer = setInterval(read, 100);
   return {
@@ -118,6 +132,7 @@ export async function benchSources(): Promise<unknown> {
   const { dir, cleanup } = await tempDir('kb-bench-sources-');
   const s3 = await startFauxqsServer([BUCKET]);
   const emulator = await startEmulator(items * 5 + 1000);
+  let server: Awaited<ReturnType<typeof startImageServer>> | undefined;
   try {
     const imgDir = path.join(dir, 'img');
     await mkdir(imgDir);
@@ -127,8 +142,12 @@ export async function benchSources(): Promise<unknown> {
       await Promise.all(names.map(async (n) => [n, await readFile(path.join(imgDir, n))] as const)),
     );
     const largest = Math.max(...[...bodies.values()].map((b) => b.length));
-    const server = await startImageServer(bodies);
+    server = await startImageServer(bodies);
+    const { url: serverUrl } = server;
     const env = { ...S3_ENV, AWS_ENDPOINT_URL_S3: s3.endpoint };
+    // The SDK's credential chain reads this process's environment; the CLI gets `env`.
+    process.env.AWS_ACCESS_KEY_ID = S3_ENV.AWS_ACCESS_KEY_ID;
+    process.env.AWS_SECRET_ACCESS_KEY = S3_ENV.AWS_SECRET_ACCESS_KEY;
     const { client } = createS3Client(env);
     for (const [name, body] of bodies) {
       await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: `img/${name}`, Body: body }));
@@ -140,7 +159,7 @@ export async function benchSources(): Promise<unknown> {
       s3: path.join(dir, 's3.csv'),
     };
     await writeManifest(manifests.local, names, (n) => `img/${n}`);
-    await writeManifest(manifests.url, names, (n) => `${server.url}/img/${n}`);
+    await writeManifest(manifests.url, names, (n) => `${serverUrl}/img/${n}`);
     await writeManifest(manifests.s3, names, (n) => `s3://${BUCKET}/img/${n}`);
     console.log(
       `${items.toLocaleString('en-US')} items (${images} distinct images of ~${fmt(drawn.meanBytes / 1024, 0)} KiB × ${STYLES.length} styles), ` +
@@ -244,7 +263,6 @@ export async function benchSources(): Promise<unknown> {
       ['target', 'figure', 'verdict'],
       targets.map(([name, figure, ok]) => [name, figure, verdict(ok)]),
     );
-    await server.close();
     const figures = (r: typeof local) => ({
       wall_s: r.figures.wallS,
       peak_rss_mb: r.figures.peakRssMb,
@@ -260,6 +278,7 @@ export async function benchSources(): Promise<unknown> {
       targets: targets.map(([name, figure, ok]) => ({ name, figure, ok })),
     };
   } finally {
+    await server?.close();
     emulator.stop();
     await s3.close();
     await cleanup();
