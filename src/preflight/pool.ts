@@ -28,20 +28,34 @@ export function waitFor<T>(
   entry: { promise: Promise<T>; waiters: number },
   signal: AbortSignal | undefined,
 ): Promise<T> {
-  if (!signal) return entry.promise;
+  return abandonable(entry.promise, signal, () => {
+    entry.waiters -= 1;
+  });
+}
+
+/**
+ * `promise`, or `signal.reason` as soon as the signal aborts (then `onAbort` runs): one caller
+ * stops waiting for shared work that goes on for the others.
+ */
+export function abandonable<T>(
+  promise: Promise<T>,
+  signal: AbortSignal | undefined,
+  onAbort: () => void,
+): Promise<T> {
+  if (!signal) return promise;
   return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      entry.waiters -= 1;
+    const abort = (): void => {
+      onAbort();
       reject(signal.reason);
     };
-    signal.addEventListener('abort', onAbort, { once: true });
-    entry.promise.then(
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
+        signal.removeEventListener('abort', abort);
         resolve(value);
       },
       (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        signal.removeEventListener('abort', abort);
         reject(error);
       },
     );

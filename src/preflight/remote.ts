@@ -19,7 +19,7 @@ import { openIfChanged } from '../storage/sources.js';
 import type { KnownSource, OpenedSource, SourceNotModified, SourceStore } from '../storage/types.js';
 import type { AnalyseSource } from './analysis.js';
 import type { CacheEntry } from './cache.js';
-import { type Limiter, remember } from './pool.js';
+import { abandonable, type Limiter, remember } from './pool.js';
 import { type PreflightResult, type SourceFile, sourceRefusal, toResult, unreadable } from './result.js';
 
 /** What the remote path needs of its preflighter. */
@@ -207,24 +207,7 @@ export class RemotePreparations {
   }
 
   #wait(ref: string, held: Held, signal: AbortSignal | undefined): Promise<PreflightResult> {
-    if (!signal) return held.promise;
-    return new Promise((resolve, reject) => {
-      const onAbort = (): void => {
-        void this.#drop(ref, held);
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      held.promise.then(
-        (value) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(value);
-        },
-        (error: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      );
-    });
+    return abandonable(held.promise, signal, () => void this.#drop(ref, held));
   }
 
   /** This process's folder for spooled sources, inside the cache folder (never shared with another process). */
