@@ -46,6 +46,25 @@ function image(body: Buffer, etag: string) {
   };
 }
 
+/** `run` of `manifest` against the workspace's sandbox and folder, private sources allowed. */
+function runArgs(
+  ws: { sandbox: { url: string }; out: string },
+  manifest: string,
+  ...extra: string[]
+): string[] {
+  return [
+    'run',
+    manifest,
+    '--base-url',
+    ws.sandbox.url,
+    '--out',
+    ws.out,
+    '--allow-private-sources',
+    '--no-progress',
+    ...extra,
+  ];
+}
+
 /** What a report says of each item: `status` or `status/code`. */
 function outcomes(report: Report): Record<string, string> {
   return Object.fromEntries(
@@ -92,18 +111,7 @@ describe('remote sources, end to end (real source server, real S3 server, the CL
       ];
       const manifest = path.join(ws.dir, 'remote.csv');
       await writeFile(manifest, `id,image,module,style,prompt,configuration\n${rows.join('\n')}\n`);
-      const args = [
-        'run',
-        manifest,
-        '--base-url',
-        ws.sandbox.url,
-        '--out',
-        ws.out,
-        '--allow-private-sources',
-        '--max-source-bytes',
-        '100K',
-        '--no-progress',
-      ];
+      const args = runArgs(ws, manifest, '--max-source-bytes', '100K');
       const env = { KITCHEN_API_KEY: ws.apiKey };
       const first = await runCli(args, { cwd: ws.dir, env });
       expect(first.code, first.stderr).toBe(1);
@@ -192,19 +200,10 @@ describe('remote sources, end to end (real source server, real S3 server, the CL
         's3://kitchen-photos/other/none.jpg,modern',
       ];
       await writeFile(manifest, `${rows.join('\n')}\n`);
-      const result = await runCli(
-        [
-          'run',
-          manifest,
-          '--base-url',
-          ws.sandbox.url,
-          '--out',
-          ws.out,
-          '--allow-private-sources',
-          '--no-progress',
-        ],
-        { cwd: ws.dir, env: { KITCHEN_API_KEY: ws.apiKey, ...env } },
-      );
+      const result = await runCli(runArgs(ws, manifest), {
+        cwd: ws.dir,
+        env: { KITCHEN_API_KEY: ws.apiKey, ...env },
+      });
       expect(result.code, result.stderr).toBe(1);
       const report = JSON.parse(await readFile(path.join(ws.out, 'report.json'), 'utf8')) as Report;
       expect(outcomes(report)).toEqual({
