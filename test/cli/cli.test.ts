@@ -1,5 +1,7 @@
-import { cp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { cp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { killAllClis, REPO_ROOT, runCli, spawnCli, waitFor } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/tmp.js';
@@ -11,6 +13,16 @@ beforeAll(async () => {
 afterEach(killAllClis);
 
 describe('the kitchen-batch CLI', () => {
+  it('npx kitchen-batch runs the built bin from the repository root (README quick start): dist/bin.js is executable', async () => {
+    // `npm ci` builds dist/ (prepare); tsc writes files without the executable bit, which `npx` needs.
+    const bin = path.join(REPO_ROOT, 'dist', 'bin.js');
+    expect((await stat(bin)).mode & 0o111, `${bin} is not executable: run npm run build`).not.toBe(0);
+    const { stdout } = await promisify(execFile)('npx', ['--no-install', 'kitchen-batch', '--version'], {
+      cwd: REPO_ROOT,
+    });
+    expect(stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+
   it('prints help, and refuses unknown commands and bad options with exit 2 before any network call', async () => {
     const help = await runCli(['--help']);
     expect(help.code).toBe(0);
