@@ -1,0 +1,81 @@
+/**
+ * The conditional front of the tests (test/support/s3-conditional.ts) enforces what AWS documents for
+ * PutObject's If-None-Match and If-Match; the write-once and lease tests of issue 33 rely on it, so
+ * its rules are checked here once against the real s3rver behind it.
+ */
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createS3Client } from '../../../src/storage/s3/client.js';
+import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditional.js';
+
+let s3: ConditionalS3;
+let client: S3Client;
+
+beforeAll(async () => {
+  s3 = await startConditionalS3(['out']);
+  // The SDK's default chain reads credentials from the process's environment.
+  vi.stubEnv('AWS_ACCESS_KEY_ID', 'S3RVER');
+  vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'S3RVER');
+  client = createS3Client(
+    { AWS_ENDPOINT_URL_S3: s3.endpoint, AWS_REGION: 'us-east-1' },
+    { maxAttempts: 1 },
+  ).client;
+});
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  client?.destroy();
+  await s3?.close();
+});
+
+const put = (Key: string, body: string, condition: { IfNoneMatch?: string; IfMatch?: string } = {}) =>
+  client.send(new PutObjectCommand({ Bucket: 'out', Key, Body: Buffer.from(body), ...condition }));
+const text = async (Key: string) =>
+  (await client.send(new GetObjectCommand({ Bucket: 'out', Key }))).Body!.transformToString();
+const status = (error: unknown) =>
+  (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+
+describe('the conditional S3 front', () => {
+  it('If-None-Match: * writes once; If-Match needs the current ETag; other calls pass through', async () => {
+    await put('a#1+?.txt', 'first', { IfNoneMatch: '*' });
+    const again = await put('a#1+?.txt', 'second', { IfNoneMatch: '*' }).catch((e: unknown) => e);
+    expect(status(again)).toBe(412);
+    expect(await text('a#1+?.txt')).toBe('first');
+
+    const { ETag } = await put('lease', 'v1', { IfNoneMatch: '*' });
+    const stale = await put('lease', 'v2', { IfMatch: '"0123456789abcdef0123456789abcdef"' }).catch(
+      (e: unknown) => e,
+    );
+    expect(status(stale)).toBe(412);
+    const renewed = await put('lease', 'v2', { IfMatch: ETag! });
+    expect(renewed.ETag).not.toBe(ETag);
+    const missing = await put('nothing', 'v', { IfMatch: ETag! }).catch((e: unknown) => e);
+    expect(status(missing)).toBe(404);
+    expect(await text('lease')).toBe('v2');
+    await put('plain', 'x');
+    await put('plain', 'y');
+    expect(await text('plain')).toBe('y');
+  });
+
+  it('of two racing If-None-Match writers exactly one wins', async () => {
+    const tries = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => put('segment-0001', `writer ${i}`, { IfNoneMatch: '*' })),
+    );
+    const won = tries.filter((t) => t.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    expect(
+      tries.filter((t) => t.status === 'rejected').map((t) => status((t as PromiseRejectedResult).reason)),
+    ).toEqual(Array(7).fill(412));
+  });
+
+  it('injects S3 errors and resets for the next N matching requests', async () => {
+    s3.fail({ method: 'PUT', keyPrefix: 'out/flaky', times: 1, status: 503 });
+    const slow = await put('flaky', 'x').catch((e: unknown) => e);
+    expect(status(slow)).toBe(503);
+    expect((slow as Error).name).toBe('SlowDown');
+    s3.fail({ method: 'GET', keyPrefix: 'out/plain', times: 1, reset: true });
+    await expect(text('plain')).rejects.toThrow();
+    expect(await text('plain')).toBe('y');
+    await put('flaky', 'x');
+    expect(s3.requests.filter((r) => r.key === 'out/flaky').map((r) => r.status)).toEqual([503, 200]);
+  });
+});

@@ -1,0 +1,202 @@
+/**
+ * An S3 endpoint that enforces conditional writes, for the tests of outputs in object storage.
+ *
+ * Why it exists: no S3 server that installs here implements `If-None-Match` / `If-Match` on
+ * PutObject (measured: /work/shared/S3-TESTING.md; s3rver and fauxqs accept the write and
+ * overwrite). Write-once results, journal segments and the lease rely on those rules, so this front
+ * adds exactly them, as AWS documents them, in front of a real s3rver, and forwards every other
+ * byte unchanged (the SDK's signatures stay valid: method, path, headers and body are the client's).
+ *
+ * What it covers, and nothing more:
+ * - PutObject with `If-None-Match: *`: 412 `PreconditionFailed` when the key exists;
+ * - PutObject with `If-Match: <etag>`: 404 `NoSuchKey` when the key is missing, 412 when its ETag differs;
+ * - both checked and the write forwarded under one lock per key, so two conditional writers of one
+ *   key are ordered as on S3 (one wins, the other gets 412);
+ * - injected faults ({@link ConditionalS3.fail}): an S3 error status (503 SlowDown, 500, 409
+ *   ConditionalRequestConflict) or a reset connection, for the next N matching requests;
+ * - a record of every request (method, key, status, headers), for assertions and secret greps.
+ */
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startS3rverServer } from './s3-servers.js';
+
+/** One request as the front saw it. */
+export interface SeenRequest {
+  method: string;
+  /** `bucket/key` (decoded), or `bucket` for a bucket-level call. */
+  key: string;
+  /** The status answered (0 for a reset connection). */
+  status: number;
+  headers: Record<string, string>;
+}
+
+/** A fault to inject: the next `times` requests matching `method` and `keyPrefix` fail so. */
+export interface FaultRule {
+  method?: string;
+  /** Matched against `bucket/key`. */
+  keyPrefix?: string;
+  times: number;
+  /** The S3 error status to answer (503 SlowDown, 500 InternalError, 409 ConditionalRequestConflict). */
+  status?: number;
+  /** Destroy the connection instead of answering. */
+  reset?: boolean;
+}
+
+/** A running conditional front. */
+export interface ConditionalS3 {
+  endpoint: string;
+  requests: SeenRequest[];
+  fail(rule: FaultRule): void;
+  close(): Promise<void>;
+}
+
+const ERROR_CODES: Record<number, string> = {
+  404: 'NoSuchKey',
+  409: 'ConditionalRequestConflict',
+  412: 'PreconditionFailed',
+  500: 'InternalError',
+  503: 'SlowDown',
+};
+
+/** Starts s3rver with `buckets` and the conditional front on 127.0.0.1 before it. */
+export async function startConditionalS3(buckets: string[]): Promise<ConditionalS3> {
+  const backend = await startS3rverServer(buckets);
+  const target = new URL(backend.endpoint);
+  const requests: SeenRequest[] = [];
+  const rules: FaultRule[] = [];
+  /** The tail of each key's queue of conditional writes. */
+  const locks = new Map<string, Promise<void>>();
+
+  const forward = (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const out = http.request(
+        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          answer.on('end', () => resolve(answer.statusCode ?? 502));
+          answer.on('error', reject);
+        },
+      );
+      out.on('error', reject);
+      out.end(body);
+    });
+
+  /** The stored object's ETag (quotes stripped), or null when there is none. s3rver serves anonymous HEADs. */
+  const etagOf = (path: string): Promise<string | null> =>
+    new Promise((resolve, reject) => {
+      const head = http.request(
+        { host: target.hostname, port: target.port, method: 'HEAD', path: path.split('?')[0] },
+        (answer) => {
+          answer.resume();
+          if (answer.statusCode === 404) resolve(null);
+          else if (answer.statusCode === 200) resolve(unquote(String(answer.headers.etag ?? '')));
+          else reject(new Error(`conditional front: HEAD ${path} answered ${answer.statusCode}`));
+        },
+      );
+      head.on('error', reject);
+      head.end();
+    });
+
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://front');
+    const key = decodeURIComponent(url.pathname.slice(1));
+    const seen: SeenRequest = { method: req.method ?? '', key, status: 0, headers: flat(req.headers) };
+    requests.push(seen);
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const rule = rules.find(
+      (r) => r.times > 0 && (!r.method || r.method === req.method) && key.startsWith(r.keyPrefix ?? ''),
+    );
+    if (rule) {
+      rule.times--;
+      if (rule.reset) {
+        req.socket.destroy();
+        return;
+      }
+      seen.status = answerError(res, rule.status ?? 503, key);
+      return;
+    }
+    const ifNoneMatch = header(req, 'if-none-match');
+    const ifMatch = header(req, 'if-match');
+    const conditional = req.method === 'PUT' && (ifNoneMatch || ifMatch) && !url.searchParams.has('uploadId');
+    try {
+      if (!conditional) {
+        seen.status = await forward(req, body, res);
+        return;
+      }
+      const before = locks.get(key) ?? Promise.resolve();
+      let unlock!: () => void;
+      const mine = new Promise<void>((resolve) => {
+        unlock = resolve;
+      });
+      const tail = before.then(() => mine);
+      locks.set(key, tail);
+      await before;
+      try {
+        const etag = await etagOf(req.url ?? '/');
+        if (ifNoneMatch === '*' && etag !== null) seen.status = answerError(res, 412, key);
+        else if (ifMatch && etag === null) seen.status = answerError(res, 404, key);
+        else if (ifMatch && unquote(ifMatch) !== etag) seen.status = answerError(res, 412, key);
+        else seen.status = await forward(req, body, res);
+      } finally {
+        unlock();
+        if (locks.get(key) === tail) locks.delete(key);
+      }
+    } catch (error) {
+      if (!res.headersSent) seen.status = answerError(res, 500, key, String(error));
+      else res.destroy();
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    requests,
+    fail: (rule) => {
+      rules.push({ ...rule });
+    },
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await backend.close();
+    },
+  };
+}
+
+function header(req: http.IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function unquote(etag: string): string {
+  return etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
+}
+
+function flat(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+/** Answers an S3 error document with `status`; returns the status. */
+function answerError(res: http.ServerResponse, status: number, key: string, message?: string): number {
+  const code = ERROR_CODES[status] ?? 'InternalError';
+  const text =
+    message ?? (status === 412 ? 'At least one of the pre-conditions you specified did not hold' : code);
+  res.writeHead(status, { 'content-type': 'application/xml' });
+  res.end(
+    `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(text)}</Message>` +
+      `<Key>${escapeXml(key)}</Key><RequestId>front</RequestId></Error>`,
+  );
+  return status;
+}
+
+function escapeXml(text: string): string {
+  return text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
