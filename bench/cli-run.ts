@@ -23,6 +23,8 @@ export interface MeasureOptions {
   env?: Record<string, string>;
   /** Called once the child is started (to sample what it writes, say). */
   onStart?: (child: ChildProcess) => void;
+  /** The folder of the run's run.log (an `s3://` output's cache). @default the output folder */
+  logDir?: string;
 }
 
 /** Builds dist/ (the CLI runs as a child process, as users run it). */
@@ -135,7 +137,7 @@ export async function measureCli(
   const exitedAt = Date.now();
   const wallS = (performance.now() - started) / 1000;
   const summary = JSON.parse(summaryLine) as { totals?: { succeeded?: number } };
-  const { firstPost, lastDownload, runEnd, reviewEnd } = await runTimes(out);
+  const { firstPost, lastDownload, runEnd, reviewEnd } = await runTimes(options.logDir ?? out);
   const requests = (await emulator.command('stats')) as RequestCounts;
   const sent = firstPost !== null && lastDownload !== null && requests.creates > 0;
   return {

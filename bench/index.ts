@@ -10,6 +10,7 @@ import { benchManifest } from './manifest.js';
 import { benchPreflight } from './preflight.js';
 import { benchResume } from './resume.js';
 import { benchReview } from './review.js';
+import { benchS3Out } from './s3-out.js';
 import { benchScale } from './scale.js';
 import { benchSources } from './sources.js';
 import { fmt, printTable } from './util.js';
@@ -25,6 +26,11 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: (parts: string
     name: 'sources',
     title: 'Remote sources: http and S3 on loopback vs local files, and the rerun',
     run: benchSources,
+  },
+  {
+    name: 's3-out',
+    title: 'Outputs in object storage: --out s3:// on loopback vs a local folder, and the rerun',
+    run: benchS3Out,
   },
   {
     name: 'scale',

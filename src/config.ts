@@ -98,6 +98,7 @@ export function runFlagOptions(
     manifest,
     cwd,
     ...(values.out !== undefined ? { out: values.out } : {}),
+    ...(values.cache !== undefined ? { cache: values.cache } : {}),
     limits: defined({
       concurrency: intFlag('concurrency', values.concurrency),
       maxSubmissions: intFlag('max-submissions', values['max-submissions']),

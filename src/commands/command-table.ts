@@ -1,9 +1,7 @@
 /**
- * Every command of the CLI, declared once: its usage, what it does, its flags (each with its value
- * placeholder, help line and default) and examples. The commands parse their arguments against
- * these tables (`parse.ts`), `help <command>` prints them (`help.ts`), a mistyped flag is matched
- * against them, and the README's option tables are written from them (`npm run docs:options`).
- * This module loads nothing heavy: the overview must not pull in BullMQ or sharp.
+ * Every command of the CLI, declared once (usage, summary, flags with placeholder, help and default,
+ * examples), from which parsing (`parse.ts`), `help <command>`, did-you-mean and the README's option
+ * tables (`npm run docs:options`) come. It loads nothing heavy: the overview must not pull in BullMQ or sharp.
  */
 import {
   CONCURRENCY,
@@ -66,15 +64,18 @@ export const SOURCE_FLAGS = {
   },
 } as const satisfies FlagTable;
 
+const CACHE_HELP = `with --out s3://...: the local cache folder (journal copy, run.log, prepared uploads; default ~/.cache/kitchen-batch/out/<hash of the URL>); the run's state is in the bucket`;
+
 /** Flags of `run` and `plan`. */
 export const RUN_FLAGS = {
   out: {
     type: 'string',
     sets: 'out',
     value: 'DIR',
-    help: 'output folder',
+    help: 'output folder, or a bucket prefix s3://bucket/prefix/ (results, reports and the run state in object storage)',
     shown: "output/<manifest name>, or output/<manifest file name> when that holds another manifest's run",
   },
+  cache: { type: 'string', sets: 'cache', value: 'DIR', help: CACHE_HELP },
   concurrency: {
     type: 'string',
     sets: 'limits.concurrency',
@@ -308,7 +309,7 @@ export const COMMANDS = {
     flags: RUN_FLAGS,
     examples: [
       'kitchen-batch run manifests/sample.csv --sandbox',
-      'kitchen-batch run catalogue.csv --base-url https://api.example.com --out /data/out',
+      'kitchen-batch run catalogue.csv --base-url https://api.example.com --out s3://kitchen-out/nightly/',
       'kitchen-batch run catalogue.csv --max-submissions 100 --json',
     ],
   },

@@ -12,7 +12,7 @@ import PQueue from 'p-queue';
 import { sourceFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
-import { defaultOutDir, fallbackOutDir } from '../pipeline/options.js';
+import { defaultOutDir, fallbackOutDir, outLocation } from '../pipeline/options.js';
 import { readLastRun, settleOutDir } from '../pipeline/out-dir.js';
 import { resolveSourceAccess } from '../pipeline/source-access.js';
 import { fingerprint } from '../stages/fingerprint.js';
@@ -84,7 +84,7 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
   const out =
     values.out === undefined
       ? await defaultWorkerOut(deps.cwd, manifestPath, deps.stderr)
-      : path.resolve(deps.cwd, values.out);
+      : outLocation(deps.cwd, values.out);
   const manifest = await openManifest(manifestPath, { cwd: deps.cwd, access });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
   const sources = createSources(access);

@@ -104,7 +104,7 @@ export class Flow {
     return this.#interrupted;
   }
 
-  /** Set once `--max-duration` passed: the error of every item the run did not finish. */
+  /** Set once `--max-duration` passed (or submissions halted): the error of every item the run did not finish. */
   get expired(): ItemError | null {
     return this.#expired;
   }
@@ -178,6 +178,20 @@ export class Flow {
     }, maxDurationMs);
     deadline.unref();
     this.#windowTimers.push(deadline);
+  }
+
+  /**
+   * No new submissions from now on, jobs in flight left to end (an output store that cannot be
+   * written: whatever a new job paid for could not be stored). What is left is incomplete with
+   * `error`'s code, as after `--max-duration`, and the run ends with exit 1; a rerun continues.
+   */
+  #halt(error: ItemError): void {
+    if (this.#expired) return;
+    this.#expired = { code: error.code, message: `not submitted: ${error.message}` };
+    const message = `no new submissions: ${error.message}`;
+    this.#ctx.logger.warn({ event: 'submissions_halted', code: error.code }, message);
+    this.#emit({ type: 'warning', message });
+    for (const queue of [this.#prep, this.#jobs]) queue.clear();
   }
 
   /** Stops the run for good: the first fatal error wins; in-flight work gets the grace period. */
@@ -297,6 +311,7 @@ export class Flow {
       case 'incomplete':
         this.#item(id, 'incomplete', { error: settled.error });
         if (settled.fatal) this.fail(settled.fatal);
+        if (settled.halt) this.#halt(settled.error);
         return;
       case 'fatal':
         this.fail(settled.error);

@@ -45,7 +45,7 @@ const RUN_KEYS: ReadonlyArray<[string, readonly string[]]> = [
   [
     '',
     keysOf<RunOptions>()(
-      'manifest out cwd service preflight sources limits resume timing signals output review onEvent logger',
+      'manifest out cache cwd service preflight sources limits resume timing signals output review onEvent logger',
     ),
   ],
   ['preflight', keysOf<PreflightRunOptions>()('keepMetadata stripMetadata maxSide')],

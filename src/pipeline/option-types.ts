@@ -129,6 +129,12 @@ export interface RunOptions {
    * `output/<manifest file name>` when that folder holds another manifest's run
    */
   out?: string;
+  /**
+   * With `out` naming a bucket prefix (`s3://bucket/prefix/`): the local folder kept as the run's
+   * cache (the journal's working copy, run.log, prepared uploads). Only a cache: the run's state is
+   * in the bucket. @default `${XDG_CACHE_HOME:-~/.cache}/kitchen-batch/out/<hash of the URL>`
+   */
+  cache?: string;
   /** Folder relative paths resolve against. @default process.cwd() */
   cwd?: string;
   /**
@@ -167,8 +173,10 @@ export type PlanOptions = Omit<RunOptions, 'service'> & { service?: ServiceInput
 export interface ResolvedRunOptions {
   manifest: string;
   cwd: string;
-  /** Absolute output folder. */
+  /** Absolute output folder, or the bucket prefix `s3://bucket/prefix` (no trailing slash). */
   outDir: string;
+  /** `cache` made absolute; null for the default (see {@link RunOptions.cache}). */
+  cacheDir: string | null;
   /**
    * Where the run goes instead when `outDir` is the default and holds the run of another manifest
    * file ({@link fallbackOutDir}); null when the caller named the folder.

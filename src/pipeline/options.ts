@@ -10,6 +10,7 @@ import { normaliseBaseUrl } from '../api/client.js';
 import { UsageError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
 import { DEFAULT_THRESHOLD } from '../review/flags.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import { flag, numberAbove, OptionError, oneOf, text, wholeNumber } from '../util/validate.js';
 import { runKeys, serviceKeys } from './option-keys.js';
 import type {
@@ -144,7 +145,9 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
   return {
     manifest,
     cwd,
-    outDir: input.out === undefined ? defaultOutDir(cwd, manifest) : path.resolve(cwd, input.out),
+    outDir: input.out === undefined ? defaultOutDir(cwd, manifest) : outLocation(cwd, input.out),
+    cacheDir:
+      input.cache === undefined ? null : path.resolve(cwd, text(label('cache'), input.cache, 'no folder')),
     outFallback: input.out === undefined ? fallbackOutDir(cwd, manifest) : null,
     manifestDir: path.dirname(path.resolve(cwd, manifest)),
     preflight: {
@@ -237,4 +240,12 @@ function keepMetadata(preflight: PreflightRunOptions, label: (option: string) =>
     );
   }
   return keep;
+}
+
+/**
+ * `--out`: a bucket prefix (`s3://bucket/prefix/`) is kept as given, its trailing slashes dropped
+ * (`s3://bucket/prefix`, so `<out>/report.json` reads right); a folder is made absolute.
+ */
+export function outLocation(cwd: string, out: string): string {
+  return isS3Ref(out) ? out.replace(/\/+$/, '') : path.resolve(cwd, out);
 }

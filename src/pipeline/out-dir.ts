@@ -12,6 +12,7 @@ import { StateError } from '../errors.js';
 import type { LastRun } from '../state/fold.js';
 import { scanJournal } from '../state/journal.js';
 import { journalFile } from '../state/run-files.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 
 /** A folder's last `run` and `plan` records, as a journal's fold or an open run folder has them. */
 export type LastRecords = { [K in keyof LastRun]?: LastRun[K] | undefined };
@@ -48,6 +49,8 @@ export async function manifestFile(cwd: string, manifest: string): Promise<strin
 
 /** The folder's real path (what a `run` record keeps), else its absolute path. */
 export async function folderPath(dir: string): Promise<string> {
+  // A bucket prefix is its URL.
+  if (isS3Ref(dir)) return dir;
   return realpath(dir).catch(() => path.resolve(dir));
 }
 

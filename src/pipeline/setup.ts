@@ -18,8 +18,8 @@ import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
 import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines } from '../state/plan-file.js';
-import { preparedDir } from '../state/run-files.js';
-import { openRunFolder, type RunFolder } from '../state/run-folder.js';
+import { openOutFolder } from '../state/remote-folder.js';
+import type { RunFolder } from '../state/run-folder.js';
 import { createSources, type Sources } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import type { RunEvent } from './events.js';
@@ -81,11 +81,14 @@ export async function openRun(input: RunOptions | ResolvedRunOptions): Promise<O
     secrets: [options.service.apiKey],
     onWarning: (message: string) => options.onEvent({ type: 'warning', message }),
     mirror: options.logger ?? undefined,
+    // A bucket prefix's local cache, and the environment its S3 client is configured from.
+    cacheDir: options.cacheDir,
+    env: options.sources.env,
   };
   // The folder holds one manifest's runs: the default moves aside from another's, `--out` is refused.
   const settled = await settleOutDir(
     { ...options, manifestRenamed: options.resume.manifestRenamed },
-    (dir) => openRunFolder(dir, folderOptions),
+    (dir) => openOutFolder(dir, folderOptions),
     (opened) => ({ run: opened.lastRun, plan: opened.lastPlan }),
     (opened) => opened.close(),
   );
@@ -183,7 +186,7 @@ export function assembleRun(run: OpenedRun): RunParts {
     uploads: new UploadReader(),
   };
   const preflighter = createPreflighter({
-    cacheDir: preparedDir(options.outDir),
+    cacheDir: folder.preparedDir,
     ...options.preflight,
     sources,
     // The as-is check's small rendition is the review's view of the source: not decoded twice.

@@ -70,6 +70,8 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
       const stored = await staged.commit(output, {
         contentType: FORMAT_CONTENT_TYPE[file.format],
         sha256: file.sha256,
+        // An earlier result of this item (a changed row's new job) is ours to replace.
+        ...(state.output === output && state.sha256 ? { replaces: state.sha256 } : {}),
       });
       if (state.output && state.output !== output) await removeEarlier(ctx.output, state.output);
       await ctx.store.record(

@@ -6,6 +6,8 @@
  */
 import { ApiError } from '../api/errors.js';
 import { KitchenError, ResultDecodeError, ServiceRefusedError, StateError } from '../errors.js';
+import { isStoreUnavailable } from '../storage/s3/output-store.js';
+import { StorageError } from '../storage/types.js';
 import type { ItemError } from '../types.js';
 import { isLocalFsError } from '../util/fs.js';
 
@@ -19,8 +21,11 @@ export type Outcome =
   | { kind: 'downloaded'; jobId: string }
   /** submit: the service refused this item alone (400/413/415/422): failed, nothing was created. */
   | { kind: 'refused'; error: ItemError }
-  /** The item did not finish in this run; `fatal` is set when the run must stop too (service unreachable). */
-  | { kind: 'incomplete'; error: ItemError; fatal?: KitchenError }
+  /**
+   * The item did not finish in this run; `fatal` is set when the run must stop too (service
+   * unreachable); `halt` when no new job may start but those accepted may end (nothing could be stored).
+   */
+  | { kind: 'incomplete'; error: ItemError; fatal?: KitchenError; halt?: boolean }
   /** The run is stopping: nothing to record, the journal already says where the item stands. */
   | { kind: 'stopped' }
   /** The run must stop (refused key, broken disk, a bug). */
@@ -67,6 +72,8 @@ export function failureOutcome(stage: Stage, error: unknown, ctx: FailureContext
   if (error instanceof JobTimeoutError) return { kind: 'incomplete', error: itemError(error) };
   if (error instanceof ResultDecodeError) return { kind: 'incomplete', error: downloadFailed(error) };
   if (!api) {
+    const stored = outputOutcome(error);
+    if (stored) return stored;
     if (isLocalFsError(error)) {
       const where: DiskPlace = stage === 'download' ? { results: ctx.resultsDir } : {};
       return { kind: 'fatal', error: diskError(error, where) };
@@ -159,6 +166,34 @@ export function serviceError(error: ApiError): ItemError {
 
 function itemError(error: KitchenError): ItemError {
   return { code: error.code, message: error.message };
+}
+
+/**
+ * A result the output store would not take: another object already holds its key with other bytes
+ * (never overwritten: `output_conflict`), or the store stayed unreachable after its retries
+ * (`output_unavailable`, and no new submissions: nothing they paid for could be stored).
+ */
+function outputOutcome(error: unknown): Outcome | null {
+  if (error instanceof StorageError && error.code === 'object_exists') {
+    return {
+      kind: 'incomplete',
+      error: {
+        code: 'output_conflict',
+        message: `${error.message}; the stored object was not overwritten. Move it aside (or use another --out) and rerun`,
+      },
+    };
+  }
+  if (isStoreUnavailable(error)) {
+    return {
+      kind: 'incomplete',
+      error: {
+        code: 'output_unavailable',
+        message: `the output store could not be written (${(error as Error).message}); a rerun stores it`,
+      },
+      halt: true,
+    };
+  }
+  return null;
 }
 
 function downloadFailed(error: Error): ItemError {

@@ -36,8 +36,11 @@ export type Settled =
   | { status: 'rejected'; error: ItemError }
   /** Finished earlier: nothing to do (`state` says how it ended). */
   | { status: 'skipped'; state: ItemState }
-  /** Not finished now (the `incomplete` record is written); `fatal` when the run must stop too. */
-  | { status: 'incomplete'; error: ItemError; fatal?: KitchenError }
+  /**
+   * Not finished now (the `incomplete` record is written); `fatal` when the run must stop too,
+   * `halt` when no new job may start (see the outcome's `halt`).
+   */
+  | { status: 'incomplete'; error: ItemError; fatal?: KitchenError; halt?: boolean }
   /** Left where its state says: the run is stopping. */
   | { status: 'stopped' }
   /** The run must stop (refused key, broken disk, a bug). */
@@ -196,7 +199,12 @@ async function settle(ctx: StageContext, state: ItemState, outcome: Outcome): Pr
       const { error } = outcome;
       await ctx.store.record({ t: 'incomplete', id, fp: state.fp, error });
       ctx.logger.info({ event: 'incomplete', item: id, code: error.code }, error.message);
-      return { status: 'incomplete', error, ...(outcome.fatal ? { fatal: outcome.fatal } : {}) };
+      return {
+        status: 'incomplete',
+        error,
+        ...(outcome.fatal ? { fatal: outcome.fatal } : {}),
+        ...(outcome.halt ? { halt: true } : {}),
+      };
     }
     case 'fatal':
       return { status: 'fatal', error: outcome.error };

@@ -1,5 +1,5 @@
 import { Interner } from '../util/intern.js';
-import type { JournalWriter } from './journal.js';
+import type { Journal } from './journal.js';
 import type { ItemRecord, JournalRecord } from './records.js';
 import { applyRecord, type ItemState, internItem, newItemState, type Phase } from './state.js';
 import type { ItemTable, StateLookup } from './table.js';
@@ -30,7 +30,7 @@ export interface ItemStoreOptions {
  * planned in this run, so progress needs no walk over a catalogue of 10^5 items.
  */
 export class ItemStore implements StateLookup {
-  readonly #journal: JournalWriter;
+  readonly #journal: Journal;
   readonly #table: ItemTable;
   readonly #onFailure: ((error: unknown) => void) | undefined;
   readonly #interner: Interner;
@@ -38,7 +38,7 @@ export class ItemStore implements StateLookup {
   readonly #open = new Map<string, ItemState>();
   readonly #phases = new Map<Phase, number>();
 
-  constructor(journal: JournalWriter, table: ItemTable, options: ItemStoreOptions = {}) {
+  constructor(journal: Journal, table: ItemTable, options: ItemStoreOptions = {}) {
     this.#journal = journal;
     this.#table = table;
     this.#onFailure = options.onFailure;

@@ -135,6 +135,22 @@ function isRecord(value: unknown): value is JournalRecord {
   return typeof value === 'object' && value !== null && typeof (value as { t?: unknown }).t === 'string';
 }
 
+/**
+ * What the run appends its records to: the local `journal.jsonl` ({@link JournalWriter}) or a
+ * bucket's segment objects (`remote/segment-journal.ts`). Both group-commit, and both break for
+ * good on the first write that fails.
+ */
+export interface Journal {
+  /** Appends one record; with `sync`, resolves only once it is durable (fsynced, or stored). */
+  append(record: JournalRecord, options?: { sync?: boolean }): Promise<void>;
+  /** Makes everything appended so far durable. */
+  flush(): Promise<void>;
+  /** Flushes and closes. */
+  close(): Promise<void>;
+  /** Records appended, and durable writes made (fsyncs, or PUTs). */
+  readonly stats: { records: number; syncs: number };
+}
+
 interface Pending {
   line: string;
   sync: boolean;
@@ -148,7 +164,7 @@ interface Pending {
  * fails (disk full, I/O error) the journal is broken and every later append fails too: the engine
  * must stop submitting, since a job id it cannot record is a job it may pay for twice.
  */
-export class JournalWriter {
+export class JournalWriter implements Journal {
   readonly file: string;
   #handle: Awaited<ReturnType<typeof open>> | undefined;
   #queue: Pending[] = [];

@@ -43,13 +43,7 @@ export interface Lock {
  */
 export async function acquireLock(outDir: string, options: { heartbeatMs?: number } = {}): Promise<Lock> {
   const file = lockFile(outDir);
-  const mine: LockInfo = {
-    pid: process.pid,
-    host: os.hostname(),
-    started_at: isoWithOffset(),
-    pid_start: processStart(process.pid),
-    boot_id: bootId(),
-  };
+  const mine = holderInfo();
   let tookOver: Lock['tookOver'] = null;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
@@ -95,11 +89,7 @@ export async function acquireLock(outDir: string, options: { heartbeatMs?: numbe
         : 'its file is unreadable (a crash while it was written)';
     if (reason === null) {
       const who = holder ?? { pid: process.pid, host: os.hostname(), started_at: 'unknown' };
-      throw new StateError(
-        'locked',
-        `${outDir} is in use by another kitchen-batch run (pid ${who.pid} on ${who.host}, started ${who.started_at}). ` +
-          'Wait for it to finish, or use another --out folder.',
-      );
+      throw lockedError(outDir, who);
     }
     tookOver = { ...(holder ?? { pid: 0, host: 'unknown', started_at: 'unknown' }), reason };
     await rm(file, { force: true });
@@ -107,20 +97,44 @@ export async function acquireLock(outDir: string, options: { heartbeatMs?: numbe
   throw new StateError('locked', `could not take the lock ${file}: it keeps reappearing`);
 }
 
+/** This process as a lock's (or a lease's) holder. */
+export function holderInfo(): LockInfo {
+  return {
+    pid: process.pid,
+    host: os.hostname(),
+    started_at: isoWithOffset(),
+    pid_start: processStart(process.pid),
+    boot_id: bootId(),
+  };
+}
+
+/** A lock's (or lease's) holder as JSON gave it, or null when it is not one. */
+export function parseHolder(info: Partial<LockInfo> | null | undefined): LockInfo | null {
+  if (!info || typeof info.pid !== 'number' || typeof info.host !== 'string') return null;
+  return {
+    pid: info.pid,
+    host: info.host,
+    started_at: String(info.started_at ?? 'unknown'),
+    pid_start: typeof info.pid_start === 'string' ? info.pid_start : null,
+    boot_id: typeof info.boot_id === 'string' ? info.boot_id : null,
+  };
+}
+
+/** The refusal of a run whose folder (or prefix) a live run holds. */
+export function lockedError(where: string, who: LockInfo): StateError {
+  return new StateError(
+    'locked',
+    `${where} is in use by another kitchen-batch run (pid ${who.pid} on ${who.host}, started ${who.started_at}). ` +
+      'Wait for it to finish, or use another --out folder.',
+  );
+}
+
 async function readLock(file: string): Promise<LockInfo | null> {
   try {
-    const info = JSON.parse(await readFile(file, 'utf8')) as Partial<LockInfo>;
-    if (typeof info.pid === 'number' && typeof info.host === 'string') {
-      return {
-        pid: info.pid,
-        host: info.host,
-        started_at: String(info.started_at ?? 'unknown'),
-        pid_start: typeof info.pid_start === 'string' ? info.pid_start : null,
-        boot_id: typeof info.boot_id === 'string' ? info.boot_id : null,
-      };
-    }
-  } catch {}
-  return null;
+    return parseHolder(JSON.parse(await readFile(file, 'utf8')) as Partial<LockInfo>);
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -12,9 +12,9 @@ import type { Interner } from '../util/intern.js';
 import { createRunLogger } from '../util/logger.js';
 import { shouldCompact, writeCompactJournal } from './compact.js';
 import type { LastRun } from './fold.js';
-import { JournalWriter, loadJournal } from './journal.js';
+import { type Journal, JournalWriter, loadJournal } from './journal.js';
 import { acquireLock } from './lock.js';
-import { journalFile, runLogFile } from './run-files.js';
+import { journalFile, preparedDir, runLogFile } from './run-files.js';
 import type { ItemTable } from './table.js';
 
 /** Options of {@link openRunFolder}. */
@@ -34,11 +34,13 @@ export interface RunFolder {
   dir: string;
   /** `<dir>/results`, where result images land (for messages about the disk). */
   resultsDir: string;
+  /** The local folder of prepared uploads (`<dir>/.prepared`; for a bucket, in its cache). */
+  preparedDir: string;
   /** The folder's outputs (results, reports, thumbnails, the plan file), behind the storage seam. */
   output: OutputStore;
   /** `run.log`. */
   logger: Logger;
-  journal: JournalWriter;
+  journal: Journal;
   /** The journal folded into item states (what a resumed run starts from). */
   states: ItemTable;
   /** Shares equal strings between the folded items and the run's (see `Interner`). */
@@ -110,6 +112,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
     return {
       dir,
       resultsDir,
+      preparedDir: preparedDir(dir),
       output,
       logger,
       journal,

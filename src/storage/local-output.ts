@@ -245,7 +245,7 @@ function tempName(file: string): string {
 }
 
 /** {@link ObjectWriter} of the local store: a temp file filled in 64 kB writes, committed by rename. */
-class LocalObjectWriter implements ObjectWriter {
+export class LocalObjectWriter implements ObjectWriter {
   readonly #handle: FileHandle;
   readonly #durable: boolean;
   readonly #commit: () => Promise<StoredObject>;

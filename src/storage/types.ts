@@ -106,6 +106,11 @@ export interface StoredObject {
   size: number;
   /** When it was last written, in ms since the epoch. */
   mtimeMs: number;
+  /**
+   * The sha256 the object was stored with (an S3 object's `sha256` metadata, written by this tool
+   * after it verified the bytes), so a rerun can trust it without reading it. Absent for files.
+   */
+  sha256?: string;
 }
 
 /** How an object is written. */
@@ -123,6 +128,12 @@ export interface PutOptions {
    * @default false (the object is replaced whole)
    */
   ifAbsent?: boolean;
+  /**
+   * The sha256 of the object this write may replace: an earlier result of the same item, recorded
+   * by the journal (a changed row's new job). A write-once store (a bucket) overwrites that object
+   * and no other; the local store replaces files anyway.
+   */
+  replaces?: string;
   /**
    * Make the object durable before the put resolves (the local store: fsync the file, then its
    * folder). Off for caches a crash may lose (thumbnails), where 10,000 fsyncs would cost seconds.
@@ -206,13 +217,19 @@ export interface OutputStore {
 }
 
 /** Codes of {@link StorageError}. */
-export type StorageErrorCode = 'object_exists' | 'object_not_found' | 'bad_key';
+export type StorageErrorCode =
+  | 'object_exists'
+  | 'object_not_found'
+  | 'bad_key'
+  | 'store_refused'
+  | 'store_unavailable';
 
 /**
  * A storage operation that cannot be done as asked: `object_exists` (a put with `ifAbsent` found
  * the key taken), `object_not_found` (a get of a missing key), `bad_key` (a key that is not a relative,
- * normalised, slash-separated path). Faults of the medium itself (disk full, permission) keep the
- * medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
+ * normalised, slash-separated path); for a bucket, `store_refused` (no such bucket, credentials
+ * missing or refused) and `store_unavailable` (unreachable, 5xx or SlowDown after the retries).
+ * Faults of a local medium itself (disk full, permission) keep the medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
  */
 export class StorageError extends KitchenError {
   declare readonly code: StorageErrorCode;

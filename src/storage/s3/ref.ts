@@ -27,10 +27,11 @@ export function isS3Ref(value: string): boolean {
 }
 
 /**
- * Splits `s3://bucket/key` into bucket and key, verbatim.
+ * Splits `s3://bucket/key` into bucket and key, verbatim; with `prefix`, a key prefix (`s3://bucket/`,
+ * `s3://bucket/out/`: an output location) whose key may be empty.
  * @throws {UsageError} when the scheme, the bucket or the key is missing or the bucket is not a bucket name.
  */
-export function parseS3Ref(ref: string): S3Ref {
+export function parseS3Ref(ref: string, options: { prefix?: boolean } = {}): S3Ref {
   if (!isS3Ref(ref)) {
     throw new UsageError(`${JSON.stringify(ref)} is not an S3 reference: expected s3://bucket/key`);
   }
@@ -46,7 +47,7 @@ export function parseS3Ref(ref: string): S3Ref {
     );
   }
   const key = slash === -1 ? '' : rest.slice(slash + 1);
-  if (key === '') {
+  if (key === '' && !options.prefix) {
     throw new UsageError(
       `${JSON.stringify(ref)} names a bucket but no object key: expected s3://${bucket}/key`,
     );
