@@ -46,6 +46,9 @@ export interface Lease {
   release(): Promise<void>;
 }
 
+/** Leases this process holds (`bucket/key`): never taken over by itself, as the lock file's rule. */
+const held = new Set<string>();
+
 const status = (error: unknown) =>
   (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
 
@@ -77,19 +80,24 @@ export async function acquireLease(options: LeaseOptions): Promise<Lease> {
       if (status(error) !== 412) throw error;
     }
     if (etag === null) {
-      const held = await readLease(options, Key);
-      if (!held) continue; // released meanwhile
-      const holder = parseHolder(held.info);
-      const reason = holder ? staleReason(holder, held.heartbeatMs) : 'its object is unreadable';
-      if (reason === null) throw lockedError(where, holder!);
+      const stored = await readLease(options, Key);
+      if (!stored) continue; // released meanwhile
+      const holder = parseHolder(stored.info);
+      const reason = held.has(`${bucket}/${Key}`)
+        ? null
+        : holder
+          ? staleReason(holder, stored.heartbeatMs)
+          : 'its object is unreadable';
+      if (reason === null) throw lockedError(where, holder ?? mine);
       try {
-        etag = await put({ IfMatch: held.etag });
+        etag = await put({ IfMatch: stored.etag });
       } catch (error) {
         if (status(error) === 412 || status(error) === 404) continue; // another run was first
         throw error;
       }
       tookOver = { ...(holder ?? { pid: 0, host: 'unknown', started_at: 'unknown' }), reason };
     }
+    held.add(`${bucket}/${Key}`);
     return hold(options, Key, where, etag, put, tookOver);
   }
   throw new StateError(
@@ -141,6 +149,7 @@ function hold(
     if (lost || released) return;
     lost = true;
     clearInterval(timer);
+    held.delete(`${options.bucket}/${Key}`);
     options.onLost?.(
       new StateError('lease_lost', `lost the lease of ${where}: ${why}; stopping new submissions`, { cause }),
     );
@@ -167,6 +176,7 @@ function hold(
       if (released) return;
       released = true;
       clearInterval(timer);
+      held.delete(`${options.bucket}/${Key}`);
       await renewing;
       if (lost) return;
       await options.access.client

@@ -123,16 +123,22 @@ export async function storeSnapshot(
   const key = snapshotKey(run.prefix, lastSeq);
   // Streamed with its length: a compacted journal of 10^6 items is not held in memory.
   const { size } = await stat(localFile);
-  await run.access.client.send(
-    new PutObjectCommand({
-      Bucket: run.bucket,
-      Key: key,
-      Body: createReadStream(localFile),
-      ContentLength: size,
-      ContentType: 'application/x-ndjson',
-      IfNoneMatch: '*',
-    }),
-  );
+  await run.access.client
+    .send(
+      new PutObjectCommand({
+        Bucket: run.bucket,
+        Key: key,
+        Body: createReadStream(localFile),
+        ContentLength: size,
+        ContentType: 'application/x-ndjson',
+        IfNoneMatch: '*',
+      }),
+    )
+    .catch((error: unknown) => {
+      // Stored by an earlier compaction of the same segments that stopped before its deletes.
+      if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode !== 412)
+        throw error;
+    });
   for (const old of keys) {
     if (old === key) continue;
     const parsed = parseJournalName(old.slice(journalPrefix(run.prefix).length));

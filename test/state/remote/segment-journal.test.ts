@@ -1,0 +1,205 @@
+/**
+ * A bucket run's own state against a real S3 server (s3rver behind the conditional front): the
+ * journal as segment objects (group commit, durability, loading, compaction into a snapshot) and
+ * the lease (one holder, takeover, loss).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StateError } from '../../../src/errors.js';
+import { writeCompactJournal } from '../../../src/state/compact.js';
+import { JournalWriter, loadJournal } from '../../../src/state/journal.js';
+import type { JournalRecord } from '../../../src/state/records.js';
+import { acquireLease } from '../../../src/state/remote/lease.js';
+import { loadRemoteJournal, storeSnapshot } from '../../../src/state/remote/load.js';
+import { SegmentJournal } from '../../../src/state/remote/segment-journal.js';
+import { createS3Client, type S3Access } from '../../../src/storage/s3/client.js';
+import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditional.js';
+
+const BUCKET = 'state';
+let s3: ConditionalS3;
+let access: S3Access;
+let dir: string;
+
+beforeAll(async () => {
+  s3 = await startConditionalS3([BUCKET]);
+  vi.stubEnv('AWS_ACCESS_KEY_ID', 'S3RVER');
+  vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'S3RVER');
+  access = createS3Client({ AWS_ENDPOINT_URL_S3: s3.endpoint, AWS_REGION: 'us-east-1' }, { maxAttempts: 2 });
+  dir = await mkdtemp(path.join(tmpdir(), 'kb-remote-state-'));
+});
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  access?.client.destroy();
+  await s3?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const run = (prefix: string) => ({ access, bucket: BUCKET, prefix });
+
+async function keys(prefix: string): Promise<string[]> {
+  const page = await access.client.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix }));
+  return (page.Contents ?? []).map((o) => o.Key!).sort();
+}
+
+/** The records of one item's life, as the flow writes them (sync where the flow syncs). */
+function itemRecords(i: number): Array<[JournalRecord, boolean]> {
+  const id = `k${i}`;
+  const fp = `fp${i}`;
+  const at = '2026-11-26T22:00:00.000+00:00';
+  return [
+    [{ t: 'submitting', id, fp, at }, true],
+    [{ t: 'accepted', id, fp, job_id: `job-${i}`, at }, true],
+    [
+      {
+        t: 'ended',
+        id,
+        fp,
+        job_id: `job-${i}`,
+        status: 'succeeded',
+        image_url: `http://results.invalid/${id}.jpg`,
+        processing_time_ms: 10,
+        error: null,
+      },
+      false,
+    ],
+    [
+      {
+        t: 'downloaded',
+        id,
+        fp,
+        job_id: `job-${i}`,
+        output: `results/${id}.jpg`,
+        sha256: 'ab'.repeat(32),
+        bytes: 100,
+        mtime_ms: 1,
+      },
+      true,
+    ],
+  ];
+}
+
+describe('the journal as segment objects', () => {
+  it('a sync append resolves only once its segment is readable; 64 items at once share PUTs; loading folds as the local journal does', async () => {
+    const prefix = 'group/';
+    const mirror = path.join(dir, 'group.jsonl');
+    const journal = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror });
+    const local = await JournalWriter.open(path.join(dir, 'group-local.jsonl'));
+    const first = itemRecords(0)[0]!;
+    await journal.append(first[0], { sync: true });
+    const stored = await keys(`${prefix}.kitchen-batch/journal/`);
+    expect(stored).toEqual([`${prefix}.kitchen-batch/journal/0000000001.jsonl`]);
+    const body = await (
+      await access.client.send(new GetObjectCommand({ Bucket: BUCKET, Key: stored[0]! }))
+    ).Body!.transformToString();
+    expect(JSON.parse(body)).toEqual(first[0]);
+    await local.append(first[0]);
+    const items = 64;
+    await Promise.all(
+      Array.from({ length: items }, async (_, i) => {
+        for (const [record, sync] of itemRecords(i + 1)) {
+          await journal.append(record, { sync });
+          await local.append(record);
+        }
+      }),
+    );
+    await journal.close();
+    await local.close();
+    const records = 1 + items * 4;
+    expect(journal.stats.records).toBe(records);
+    // 64 items × 3 sync points, gathered by the commit window: far fewer PUTs than records.
+    expect(journal.stats.syncs).toBeLessThan(items);
+    const loaded = path.join(dir, 'group-loaded.jsonl');
+    const info = await loadRemoteJournal(run(prefix), loaded);
+    expect(info.nextSeq).toBe(journal.nextSeq);
+    const [remote, mine, mirrored] = await Promise.all(
+      [loaded, path.join(dir, 'group-local.jsonl'), mirror].map((f) => loadJournal(f)),
+    );
+    for (const other of [mine, mirrored]) {
+      expect([...remote!.fold.states.values()]).toEqual([...other!.fold.states.values()]);
+    }
+  });
+
+  it('compaction: a snapshot replaces the segments; a crash between the snapshot and the deletes still loads', async () => {
+    const prefix = 'compact/';
+    const mirror = path.join(dir, 'compact.jsonl');
+    const journal = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror, commitWindowMs: 0 });
+    for (let i = 0; i < 5; i++)
+      for (const [record] of itemRecords(i)) await journal.append(record, { sync: true });
+    await journal.close();
+    const before = await loadJournal(mirror);
+    const info = await loadRemoteJournal(run(prefix), path.join(dir, 'compact-a.jsonl'));
+    // The crash: the snapshot stored, no segment deleted yet.
+    await writeCompactJournal(mirror, before.fold.states.values(), before.fold.last);
+    await storeSnapshot(run(prefix), mirror, info.nextSeq - 1, []);
+    const half = await loadRemoteJournal(run(prefix), path.join(dir, 'compact-b.jsonl'));
+    expect(half).toMatchObject({ snapshotSeq: info.nextSeq - 1, segments: 0, nextSeq: info.nextSeq });
+    const after = await loadJournal(path.join(dir, 'compact-b.jsonl'));
+    expect([...after.fold.states.values()]).toEqual([...before.fold.states.values()]);
+    // The next compaction removes what the snapshot covers.
+    await storeSnapshot(run(prefix), mirror, info.nextSeq - 1, half.keys);
+    expect(await keys(`${prefix}.kitchen-batch/journal/`)).toEqual([
+      `${prefix}.kitchen-batch/journal/snapshot-${String(info.nextSeq - 1).padStart(10, '0')}.jsonl`,
+    ]);
+  });
+
+  it('a gap in the segments is damage: journal_corrupt naming the missing object', async () => {
+    const prefix = 'gap/';
+    for (const seq of [1, 3]) {
+      await access.client.send(
+        new PutObjectCommand({
+          Bucket: BUCKET,
+          Key: `${prefix}.kitchen-batch/journal/${String(seq).padStart(10, '0')}.jsonl`,
+          Body: Buffer.from('{"t":"submitting","id":"k","fp":"f"}\n'),
+        }),
+      );
+    }
+    const error = await loadRemoteJournal(run(prefix), path.join(dir, 'gap.jsonl')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateError);
+    expect((error as StateError).code).toBe('journal_corrupt');
+    expect((error as StateError).message).toContain(
+      's3://state/gap/.kitchen-batch/journal/0000000002.jsonl is missing',
+    );
+  });
+});
+
+describe('the lease', () => {
+  it('one holder: a second acquire is refused naming it; released, it can be taken again', async () => {
+    const lease = await acquireLease(run('lease-a/'));
+    const refused = (await acquireLease(run('lease-a/')).catch((e: unknown) => e)) as StateError;
+    expect(refused.code).toBe('locked');
+    expect(refused.message).toMatch(
+      new RegExp(`^s3://state/lease-a is in use by another kitchen-batch run \\(pid ${process.pid} on `),
+    );
+    await lease.release();
+    const again = await acquireLease(run('lease-a/'));
+    expect(again.tookOver).toBeNull();
+    await again.release();
+  });
+
+  it("a renewal that finds the lease taken calls onLost; the old writer's next segment is refused (lease_lost), and so is every append after", async () => {
+    const prefix = 'lease-b/';
+    const lost: StateError[] = [];
+    const lease = await acquireLease({ ...run(prefix), heartbeatMs: 100, onLost: (e) => lost.push(e) });
+    const old = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror: path.join(dir, 'old.jsonl') });
+    await old.append(itemRecords(0)[0]![0], { sync: true });
+    // Another run takes the lease and writes the next segment (as a run that took over would).
+    const key = `${prefix}.kitchen-batch/lease.json`;
+    await access.client.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: Buffer.from('{"pid":1,"host":"elsewhere"}') }),
+    );
+    const next = new SegmentJournal({ ...run(prefix), nextSeq: 2, mirror: path.join(dir, 'new.jsonl') });
+    await next.append(itemRecords(0)[1]![0], { sync: true });
+    await vi.waitFor(() => expect(lost).toHaveLength(1), { timeout: 5000 });
+    expect(lost[0]!.code).toBe('lease_lost');
+    expect(lost[0]!.message).toContain('s3://state/lease-b');
+    const refused = await old.append(itemRecords(0)[1]![0], { sync: true }).catch((e: unknown) => e);
+    expect((refused as StateError).code).toBe('lease_lost');
+    await expect(old.append(itemRecords(0)[2]![0])).rejects.toBe(refused);
+    // A lost lease is not deleted on release: it is the other run's now.
+    await lease.release();
+    expect(await keys(key)).toEqual([key]);
+  });
+});
