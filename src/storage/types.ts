@@ -106,6 +106,11 @@ export interface StoredObject {
   size: number;
   /** When it was last written, in ms since the epoch. */
   mtimeMs: number;
+  /**
+   * The sha256 (hex) the writer recorded with the object (S3: its `sha256` metadata), when there is
+   * one: lets a rerun trust a stored result without reading it back. Absent for the local store.
+   */
+  sha256?: string;
 }
 
 /** How an object is written. */
@@ -206,12 +211,19 @@ export interface OutputStore {
 }
 
 /** Codes of {@link StorageError}. */
-export type StorageErrorCode = 'object_exists' | 'object_not_found' | 'bad_key';
+export type StorageErrorCode =
+  | 'object_exists'
+  | 'object_not_found'
+  | 'bad_key'
+  | 'store_refused'
+  | 'store_unavailable';
 
 /**
  * A storage operation that cannot be done as asked: `object_exists` (a put with `ifAbsent` found
  * the key taken), `object_not_found` (a get of a missing key), `bad_key` (a key that is not a relative,
- * normalised, slash-separated path). Faults of the medium itself (disk full, permission) keep the
+ * normalised, slash-separated path), `store_refused` (a remote store said no: missing bucket, access
+ * denied, unknown key id), `store_unavailable` (a remote store could not be reached after the client's
+ * retries: network, timeout, 5xx, SlowDown). Faults of the medium itself (disk full, permission) keep the
  * medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
  */
 export class StorageError extends KitchenError {

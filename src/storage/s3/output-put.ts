@@ -1,0 +1,100 @@
+/**
+ * The PutObject of the S3 output store (issue 33), with its write-once rules: `ifAbsent` sends
+ * `If-None-Match: *`; a 412 is answered by a HEAD, and a stored object holding our sha256 counts as
+ * stored (a retried put that finds its own bytes), anything else is `object_exists` and is never
+ * overwritten; a 409 ConditionalRequestConflict (a concurrent write of the key) is retried with
+ * back-off, a few times. Every other retry is the SDK's own (5xx, SlowDown, resets).
+ */
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { type PutOptions, StorageError, type StoredObject } from '../types.js';
+import { statusOf } from './output-errors.js';
+
+/** Bodies up to this size are sent from memory (the SDK can resend them on its retries). */
+const IN_MEMORY_BODY = 8 * 1024 * 1024;
+/** Attempts of a put answered 409 ConditionalRequestConflict, the first included. */
+const CONFLICT_ATTEMPTS = 4;
+
+/** What a put needs of its store. */
+export interface PutTarget {
+  client: S3Client;
+  bucket: string;
+  prefix: string;
+  head(key: string): Promise<StoredObject | null>;
+  describe(key: string): string;
+  /** The StorageError for an SDK failure while `doing` (e.g. `writing`) the key. */
+  error(error: unknown, key: string, doing: string): StorageError;
+}
+
+/** PUTs a local file: from memory when small (the SDK may resend it), else streamed with its length. */
+export async function sendFile(
+  target: PutTarget,
+  key: string,
+  file: string,
+  options: PutOptions,
+): Promise<StoredObject> {
+  const { size } = await stat(file);
+  if (size <= IN_MEMORY_BODY) {
+    const bytes = await readFile(file);
+    return sendPut(target, key, () => bytes, size, options);
+  }
+  return sendPut(target, key, () => createReadStream(file), size, options);
+}
+
+/** One PutObject with the write-once rules; `body` makes a fresh body for each 409 retry. */
+export async function sendPut(
+  target: PutTarget,
+  key: string,
+  body: () => Buffer | Readable,
+  size: number,
+  options: PutOptions,
+): Promise<StoredObject> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await target.client.send(
+        new PutObjectCommand({
+          Bucket: target.bucket,
+          Key: target.prefix + key,
+          Body: body(),
+          ContentLength: size,
+          ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
+          ...(options.sha256 === undefined ? {} : { Metadata: { sha256: options.sha256 } }),
+          ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
+        }),
+      );
+      return {
+        key,
+        size,
+        mtimeMs: Date.now(),
+        ...(options.sha256 === undefined ? {} : { sha256: options.sha256 }),
+      };
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 409 && attempt < CONFLICT_ATTEMPTS) {
+        await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt * (0.5 + Math.random())));
+        continue;
+      }
+      if (status === 412 && options.ifAbsent) return alreadyStored(target, key, options, error);
+      throw target.error(error, key, 'writing');
+    }
+  }
+}
+
+/** A write-once put found the key taken: stored when the object holds our sha256, else `object_exists`. */
+async function alreadyStored(
+  target: PutTarget,
+  key: string,
+  options: PutOptions,
+  cause: unknown,
+): Promise<StoredObject> {
+  const existing = await target.head(key);
+  if (existing && options.sha256 !== undefined && existing.sha256 === options.sha256) return existing;
+  throw new StorageError(
+    'object_exists',
+    key,
+    `${target.describe(key)} exists already${existing?.sha256 ? ' with other bytes' : ''}; it is left as it was`,
+    { cause },
+  );
+}
