@@ -10,7 +10,7 @@ import { readFile, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { type PutOptions, StorageError, type StoredObject } from '../types.js';
-import { statusOf } from './output-errors.js';
+import { isStoreUnavailable, statusOf } from './output-errors.js';
 
 /** Bodies up to this size are sent from memory (the SDK can resend them on its retries). */
 const IN_MEMORY_BODY = 8 * 1024 * 1024;
@@ -22,6 +22,8 @@ export interface PutTarget {
   client: S3Client;
   bucket: string;
   prefix: string;
+  /** The client's attempts per call (`S3AccessConfig.maxAttempts`), for streamed bodies the SDK does not retry. */
+  maxAttempts: number;
   head(key: string): Promise<StoredObject | null>;
   describe(key: string): string;
   /** The StorageError for an SDK failure while `doing` (e.g. `writing`) the key. */
@@ -43,7 +45,12 @@ export async function sendFile(
   return sendPut(target, key, () => createReadStream(file), size, options);
 }
 
-/** One PutObject with the write-once rules; `body` makes a fresh body for each 409 retry. */
+/**
+ * One PutObject with the write-once rules; `body` makes a fresh body for each retry. The SDK does
+ * not retry a request whose body is a stream ("non-retryable streaming request"), so a streamed put
+ * that fails as unavailable (5xx, SlowDown, reset) is retried here, up to the client's
+ * `maxAttempts` in all, with a new stream of the file each time.
+ */
 export async function sendPut(
   target: PutTarget,
   key: string,
@@ -51,13 +58,16 @@ export async function sendPut(
   size: number,
   options: PutOptions,
 ): Promise<StoredObject> {
+  let conflicts = 0;
+  let streamed = 0;
   for (let attempt = 1; ; attempt++) {
+    const sent = body();
     try {
       await target.client.send(
         new PutObjectCommand({
           Bucket: target.bucket,
           Key: target.prefix + key,
-          Body: body(),
+          Body: sent,
           ContentLength: size,
           ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
           ...(options.sha256 === undefined ? {} : { Metadata: { sha256: options.sha256 } }),
@@ -71,15 +81,25 @@ export async function sendPut(
         ...(options.sha256 === undefined ? {} : { sha256: options.sha256 }),
       };
     } catch (error) {
+      if (!Buffer.isBuffer(sent)) sent.destroy();
       const status = statusOf(error);
-      if (status === 409 && attempt < CONFLICT_ATTEMPTS) {
-        await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt * (0.5 + Math.random())));
+      if (status === 409 && ++conflicts < CONFLICT_ATTEMPTS) {
+        await backOff(attempt);
+        continue;
+      }
+      if (!Buffer.isBuffer(sent) && isStoreUnavailable(error) && ++streamed < target.maxAttempts) {
+        await backOff(attempt);
         continue;
       }
       if (status === 412 && options.ifAbsent) return alreadyStored(target, key, options, error);
       throw target.error(error, key, 'writing');
     }
   }
+}
+
+/** Exponential back-off with jitter: about 100 ms, 200 ms, 400 ms... */
+function backOff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt * (0.5 + Math.random())));
 }
 
 /** A write-once put found the key taken: stored when the object holds our sha256, else `object_exists`. */

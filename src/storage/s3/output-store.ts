@@ -304,6 +304,7 @@ export class S3OutputStore implements OutputStore {
       client: this.#access.client,
       bucket: this.bucket,
       prefix: this.prefix,
+      maxAttempts: this.#access.config.maxAttempts,
       head: (key) => this.head(key),
       describe: (key) => this.describe(key),
       error: (error, key, doing) => this.#error(error, key, doing),
