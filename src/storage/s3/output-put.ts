@@ -74,6 +74,7 @@ export async function sendPut(
           ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
         }),
       );
+      // PutObject answers no Last-Modified: the local clock stands in (head() gives the server's).
       return {
         key,
         size,

@@ -1,5 +1,7 @@
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -299,5 +301,36 @@ describe('S3OutputStore on fauxqs', () => {
     expect(keys.length).toBe(30);
     expect(new Set(keys).size).toBe(30);
     expect(keys).toContain('thumbs/t29.webp');
+  });
+});
+
+describe('S3OutputStore on a server that never answers', () => {
+  it('a request that waits past requestTimeoutMs fails as store_unavailable', async () => {
+    const sockets = new Set<import('node:net').Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.resume();
+    });
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const { port } = silent.address() as AddressInfo;
+    const cacheDir = await mkdtemp(path.join(tmpdir(), 'kb-s3out-'));
+    try {
+      vi.stubEnv('AWS_ACCESS_KEY_ID', 'S3RVER');
+      vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'S3RVER');
+      const access = createS3Client(
+        { AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${port}`, AWS_REGION: 'us-east-1' },
+        { maxAttempts: 1, requestTimeoutMs: 300 },
+      );
+      const store = new S3OutputStore({ access, bucket: BUCKET, prefix: '', cacheDir });
+      const error = await rejection(store.put('x.txt', 'x'));
+      expect(error.code).toBe('store_unavailable');
+      expect(isStoreUnavailable(error)).toBe(true);
+    } finally {
+      vi.unstubAllEnvs();
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+      await rm(cacheDir, { recursive: true, force: true });
+    }
   });
 });
