@@ -73,11 +73,8 @@ export function nameOf(error: unknown): string {
  * SDK error itself (and its `cause`).
  */
 export function isStoreUnavailable(error: unknown): boolean {
-  if (error instanceof StorageError) {
-    if (error.code === 'store_unavailable') return true;
-    if (error.code !== 'store_refused') return false;
-    return false;
-  }
+  // Our own errors say it by their code (a refusal, a missing or existing object: not unavailable).
+  if (error instanceof StorageError) return error.code === 'store_unavailable';
   const e = shape(error);
   const name = typeof e.name === 'string' ? e.name : '';
   const errno = typeof e.code === 'string' ? e.code : '';

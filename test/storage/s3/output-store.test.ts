@@ -297,6 +297,9 @@ describe('S3OutputStore on fauxqs', () => {
     const back = await text(await store.get('big.bin'));
     expect(back.length).toBe(big.length);
     for (let i = 0; i < 30; i++) await store.put(`thumbs/t${String(i).padStart(2, '0')}.webp`, `t${i}`);
+    const first = await store.listPage('thumbs/', undefined);
+    expect(first.Contents?.length).toBe(7);
+    expect(first.IsTruncated).toBe(true);
     const keys = (await collect(store.list('thumbs/'))).map((o) => o.key);
     expect(keys.length).toBe(30);
     expect(new Set(keys).size).toBe(30);
