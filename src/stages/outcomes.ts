@@ -6,7 +6,6 @@
  */
 import { ApiError } from '../api/errors.js';
 import { KitchenError, ResultDecodeError, ServiceRefusedError, StateError } from '../errors.js';
-import { isStoreUnavailable } from '../storage/s3/output-store.js';
 import { StorageError } from '../storage/types.js';
 import type { ItemError } from '../types.js';
 import { isLocalFsError } from '../util/fs.js';
@@ -183,7 +182,8 @@ function outputOutcome(error: unknown): Outcome | null {
       },
     };
   }
-  if (isStoreUnavailable(error)) {
+  // Only the output store's own verdict: a network error of the result download is not the store's.
+  if (error instanceof StorageError && error.code === 'store_unavailable') {
     return {
       kind: 'incomplete',
       error: {

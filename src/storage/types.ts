@@ -107,10 +107,12 @@ export interface StoredObject {
   /** When it was last written, in ms since the epoch. */
   mtimeMs: number;
   /**
-   * The sha256 the object was stored with (an S3 object's `sha256` metadata, written by this tool
-   * after it verified the bytes), so a rerun can trust it without reading it. Absent for files.
+   * The sha256 (hex) the writer recorded with the object (S3: its `sha256` metadata), when there is
+   * one: lets a rerun trust a stored result without reading it back. Absent for the local store.
    */
   sha256?: string;
+  /** The object's ETag, where the store has one: what a conditional replace (`If-Match`) names. */
+  etag?: string;
 }
 
 /** How an object is written. */
@@ -227,9 +229,10 @@ export type StorageErrorCode =
 /**
  * A storage operation that cannot be done as asked: `object_exists` (a put with `ifAbsent` found
  * the key taken), `object_not_found` (a get of a missing key), `bad_key` (a key that is not a relative,
- * normalised, slash-separated path); for a bucket, `store_refused` (no such bucket, credentials
- * missing or refused) and `store_unavailable` (unreachable, 5xx or SlowDown after the retries).
- * Faults of a local medium itself (disk full, permission) keep the medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
+ * normalised, slash-separated path), `store_refused` (a remote store said no: missing bucket, access
+ * denied, unknown key id), `store_unavailable` (a remote store could not be reached after the client's
+ * retries: network, timeout, 5xx, SlowDown). Faults of the medium itself (disk full, permission) keep the
+ * medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
  */
 export class StorageError extends KitchenError {
   declare readonly code: StorageErrorCode;

@@ -27,6 +27,13 @@ export interface S3ClientOptions {
    * @default 'us-east-1'
    */
   defaultRegion?: string;
+  /**
+   * How long one attempt may wait for the connection, and then for the socket to make progress,
+   * before it fails as a timeout that the SDK retries (the SDK's own default is to wait for ever,
+   * so a store that stops answering would hang a run). Idle time, not a whole transfer's time.
+   * @default 60000
+   */
+  requestTimeoutMs?: number;
 }
 
 /** How the client was configured, for messages; holds no secret. */
@@ -149,6 +156,7 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
   const checksums = endpoint === null ? 'WHEN_SUPPORTED' : 'WHEN_REQUIRED';
   const maxAttempts = maxAttemptsOf(options);
   const defaultRegion = options.defaultRegion ?? 'us-east-1';
+  const requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
 
   // The JS SDK reads AWS_REGION and the shared config's `region`, not AWS_DEFAULT_REGION (the CLI's
   // name, which many deployments set alone), and fails without a region: so both are read here,
@@ -182,6 +190,8 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
     forcePathStyle,
     maxAttempts,
     retryMode: 'standard',
+    // socketTimeout is the idle timeout that fails the attempt (requestTimeout only warns unless told to throw).
+    requestHandler: { connectionTimeout: requestTimeoutMs, socketTimeout: requestTimeoutMs },
     requestChecksumCalculation: checksums,
     responseChecksumValidation: checksums,
     ...(endpoint === null ? {} : { endpoint }),

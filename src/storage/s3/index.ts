@@ -16,6 +16,9 @@ export {
 } from './client.js';
 export { isAbort, toSourceError } from './errors.js';
 export { FAST_GLOB_MATCH_OPTIONS, type ListS3GlobOptions, listS3Glob, type S3ListedObject } from './list.js';
+export { isStoreUnavailable, toStoreError } from './output-errors.js';
+export { S3OutputStore, type S3OutputStoreOptions } from './output-store.js';
+export { isOutputUrl, type OutputUrl, parseOutputUrl } from './output-url.js';
 export { formatS3Ref, globPrefix, isS3Glob, isS3Ref, parseS3Ref, S3_SCHEME, type S3Ref } from './ref.js';
 export {
   DEFAULT_MAX_SOURCE_BYTES,

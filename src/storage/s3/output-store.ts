@@ -1,17 +1,22 @@
 /**
- * The output store of a bucket prefix (`--out s3://bucket/prefix/`, docs/contract.md#outputs-in-object-storage):
- * the keys of a run folder (`results/k1.jpg`, `report.json`, `thumbs/...`) as objects under the
- * prefix. A PUT is whole or absent, so there are no temp objects: what is written a piece at a
- * time (reports, downloads) is filled in a local file of the cache folder first, then put. Results
- * are put once (`If-None-Match: *`) with their sha256 as metadata; a 412 whose object holds our
- * sha256 is our own earlier put (a retry after a lost answer), anything else is never overwritten.
+ * The run's outputs under an S3 prefix (issue 33): `s3://bucket/prefix/` holds the keys the local
+ * folder would (`results/<id>.jpg`, `report.json`, `thumbs/...`), written by single PutObjects, each
+ * whole or absent. Bodies are spooled to a local cache folder first, so a report of 10^6 rows is sent
+ * from a file with its length known (memory flat), and a committed result's bytes stay in the cache
+ * (`<cacheDir>/objects/<key>`) for the review and the thumbnails, which then read no GET.
  *
- * The cache folder is only a cache: staged files, and the local copies of the results this process
- * stored (`objects/<key>`), which the review and the thumbnails read without a GET.
+ * The cache is trusted without asking S3: only this store writes it, after its own PUT succeeded
+ * (or found the same sha256 stored), and drops it on a put, delete or {@link S3OutputStore.evict}.
+ * A cache shared by two runs writing one key is not supported (their lock forbids it anyway).
+ *
+ * Write-once keys (`ifAbsent`) send `If-None-Match: *`. A 412 is answered by a HEAD: when the stored
+ * object's recorded sha256 equals ours, a retried put found its own bytes and counts as stored;
+ * otherwise `object_exists`, and the object is never overwritten. A 409 ConditionalRequestConflict
+ * (a concurrent write of the key) is retried a few times. Other retries are the SDK's own.
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -22,7 +27,6 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
-import { LocalObjectWriter } from '../local-output.js';
 import {
   type ObjectWriter,
   type OutputStore,
@@ -32,107 +36,91 @@ import {
   StorageError,
   type StoredObject,
 } from '../types.js';
-import { describeS3Access, type S3Access } from './client.js';
-import { toSourceError } from './errors.js';
-import { formatS3Ref, parseS3Ref } from './ref.js';
+import type { S3Access } from './client.js';
+import { nameOf, statusOf, toStoreError } from './output-errors.js';
+import { type PutTarget, sendFile, sendPut } from './output-put.js';
+import { flatName, SpoolWriter, STAGED_SUFFIX, spool, stagedPath } from './output-spool.js';
+import { checkKey, resolveInBucket } from './output-url.js';
+import { formatS3Ref } from './ref.js';
 
-/** Where an output prefix is: a bucket, and a key prefix that is empty or ends in `/`. */
-export interface OutputLocation {
-  bucket: string;
-  prefix: string;
-}
-
-/** `s3://bucket/prefix/` (trailing slashes optional) → bucket and `prefix/`; a UsageError when it is no S3 reference. */
-export function parseOutputUrl(url: string): OutputLocation {
-  const { bucket, key } = parseS3Ref(url, { prefix: true });
-  const prefix = key.replace(/\/+$/, '');
-  return { bucket, prefix: prefix === '' ? '' : `${prefix}/` };
-}
+/** Where {@link S3OutputStore.probe} writes (never listed as an output). */
+const PROBE_FOLDER = '.kitchen-batch/';
 
 /** Options of {@link S3OutputStore}. */
-export interface S3OutputStoreOptions extends OutputLocation {
+export interface S3OutputStoreOptions {
+  /** The run's client (`createS3Client(env)`). */
   access: S3Access;
-  /** The local cache folder: staged files and the results' local copies. */
+  bucket: string;
+  /** `''` or a prefix ending in `/` (see `parseOutputUrl`). */
+  prefix: string;
+  /** A local folder for spooled bodies (`staging/`) and cached copies (`objects/`). */
   cacheDir: string;
+  /** Keys per ListObjectsV2 page (1 to 1000). @default 1000 */
+  listPageSize?: number;
 }
 
-/** Whether a storage failure means the bucket could not be reached (after the client's retries). */
-export function isStoreUnavailable(error: unknown): boolean {
-  return error instanceof StorageError && error.code === 'store_unavailable';
-}
-
-/** Conflicting concurrent writes of one key (409 ConditionalRequestConflict) are retried this often. */
-const CONFLICT_ATTEMPTS = 5;
-/** Bodies up to this size are put from memory, so the SDK can retry them itself; larger ones are streamed. */
-const IN_MEMORY = 8 * 1024 * 1024;
-
-/** {@link OutputStore} over a bucket prefix. */
+/** {@link OutputStore} over an S3 prefix. */
 export class S3OutputStore implements OutputStore {
   readonly location: string;
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly cacheDir: string;
   readonly #access: S3Access;
-  readonly #bucket: string;
-  readonly #prefix: string;
-  readonly #cache: string;
+  readonly #pageSize: number;
 
   constructor(options: S3OutputStoreOptions) {
+    const { prefix } = options;
+    if (prefix !== '' && (!prefix.endsWith('/') || !checkKey(prefix.slice(0, -1)))) {
+      throw new StorageError('bad_key', prefix, `not an output prefix: ${JSON.stringify(prefix)}`);
+    }
     this.#access = options.access;
-    this.#bucket = options.bucket;
-    this.#prefix = options.prefix;
-    this.#cache = path.resolve(options.cacheDir);
-    this.location = formatS3Ref(this.#bucket, this.#prefix).replace(/\/$/, '');
+    this.bucket = options.bucket;
+    this.prefix = prefix;
+    this.cacheDir = path.resolve(options.cacheDir);
+    this.location = formatS3Ref(this.bucket, prefix);
+    this.#pageSize = options.listPageSize ?? 1000;
   }
 
   describe(key: string): string {
-    return formatS3Ref(this.#bucket, this.#prefix + key);
-  }
-
-  refOf(relative: string): string {
-    const key = path.posix.normalize(relative);
-    const copy = this.#copyPath(key);
-    if (copy && existsSync(copy)) return copy;
-    // `../shard-1/results/k1.jpg`: a sibling prefix in the same bucket.
-    return formatS3Ref(this.#bucket, path.posix.normalize(`${this.#prefix}${key}`).replace(/^(\.\.\/)+/, ''));
+    return formatS3Ref(this.bucket, this.prefix + key);
   }
 
   async put(key: string, body: PutBody, options: PutOptions = {}): Promise<StoredObject> {
+    checkKey(key);
+    await this.evict(key);
     if (typeof body === 'string' || body instanceof Uint8Array) {
-      return this.#put(key, { bytes: Buffer.from(body) }, options);
+      const bytes = Buffer.from(body);
+      return sendPut(this.#target, key, () => bytes, bytes.length, options);
     }
-    const tmp = await this.#scratch('tmp', key);
+    const file = await stagedPath(this.#staging, key);
     try {
-      await pipeline(body as AsyncIterable<string | Uint8Array>, createWriteStream(tmp));
-      return await this.#putFile(key, tmp, options);
+      await spool(file, body);
+      return await sendFile(this.#target, key, file, options);
     } finally {
-      await rm(tmp, { force: true });
+      await rm(file, { force: true });
     }
   }
 
   async writer(key: string, options: PutOptions = {}): Promise<ObjectWriter> {
-    const tmp = await this.#scratch('tmp', key);
-    const commit = async () => {
-      try {
-        return await this.#putFile(key, tmp, options);
-      } finally {
-        await rm(tmp, { force: true });
-      }
-    };
-    return new LocalObjectWriter(await open(tmp, 'w'), tmp, false, commit);
+    checkKey(key);
+    await this.evict(key);
+    return SpoolWriter.open(this.#staging, key, (file) => sendFile(this.#target, key, file, options));
   }
 
   async stage(near: string): Promise<StagedFile> {
-    const file = await this.#scratch('staging', near, '.part');
+    const file = await stagedPath(this.#staging, near);
     return {
       file,
       commit: async (key, options = {}) => {
         try {
+          checkKey(key);
+          await this.evict(key);
           // Downloads are stored write-once: never over an object this run did not write.
-          const stored = await this.#putFile(key, file, { ...options, ifAbsent: true });
-          // Kept as the local copy the review and the thumbnails read.
-          const copy = this.#copyPath(key);
-          if (copy) {
-            await mkdir(path.dirname(copy), { recursive: true });
-            await rename(file, copy);
-          }
+          const stored = await sendFile(this.#target, key, file, { ...options, ifAbsent: true });
+          // The bytes stay as the cached copy: the review and the thumbnails read them with no GET.
+          const cached = this.#cached(key);
+          await mkdir(path.dirname(cached), { recursive: true });
+          await rename(file, cached);
           return stored;
         } finally {
           await rm(file, { force: true });
@@ -143,37 +131,46 @@ export class S3OutputStore implements OutputStore {
   }
 
   async get(key: string): Promise<Readable> {
-    const copy = this.#copyPath(key);
-    if (copy && existsSync(copy)) return createReadStream(copy);
+    checkKey(key);
+    const cached = this.#cached(key);
+    if (existsSync(cached)) return createReadStream(cached);
     try {
-      const answer = await this.#access.client.send(
-        new GetObjectCommand({ Bucket: this.#bucket, Key: this.#prefix + key }),
+      const out = await this.#access.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
       );
-      return answer.Body as Readable;
+      return out.Body as Readable;
     } catch (error) {
-      throw storageFailure(error, key, this.describe(key));
+      if (nameOf(error) === 'NoSuchKey' || statusOf(error) === 404) {
+        throw new StorageError('object_not_found', key, `${this.describe(key)} does not exist`, {
+          cause: error,
+        });
+      }
+      throw this.#error(error, key, 'reading');
     }
   }
 
-  async head(key: string): Promise<(StoredObject & { etag?: string }) | null> {
+  async head(key: string): Promise<StoredObject | null> {
+    checkKey(key);
     try {
-      const answer = await this.#access.client.send(
-        new HeadObjectCommand({ Bucket: this.#bucket, Key: this.#prefix + key }),
+      const out = await this.#access.client.send(
+        new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
       );
+      const sha256 = out.Metadata?.sha256;
       return {
         key,
-        size: answer.ContentLength ?? 0,
-        mtimeMs: answer.LastModified?.getTime() ?? 0,
-        ...(answer.Metadata?.sha256 ? { sha256: answer.Metadata.sha256 } : {}),
-        ...(answer.ETag ? { etag: answer.ETag } : {}),
+        size: out.ContentLength ?? 0,
+        mtimeMs: out.LastModified?.getTime() ?? 0,
+        ...(sha256 === undefined ? {} : { sha256 }),
+        ...(out.ETag ? { etag: out.ETag } : {}),
       };
     } catch (error) {
-      const failure = storageFailure(error, key, this.describe(key));
-      if (failure.code === 'object_not_found') return null;
-      throw failure;
+      if (nameOf(error) === 'NotFound' || nameOf(error) === 'NoSuchKey' || statusOf(error) === 404)
+        return null;
+      throw this.#error(error, key, 'checking');
     }
   }
 
+  /** Paged ListObjectsV2 under `<prefix><prefix given>`; keys relative to the store's prefix. */
   async *list(prefix: string): AsyncIterable<StoredObject> {
     let token: string | undefined;
     do {
@@ -181,206 +178,150 @@ export class S3OutputStore implements OutputStore {
       try {
         page = await this.listPage(prefix, token);
       } catch (error) {
-        throw storageFailure(error, prefix, this.describe(prefix));
+        throw this.#error(error, prefix, 'listing');
       }
-      for (const o of page.Contents ?? []) {
-        if (!o.Key) continue;
-        yield {
-          key: o.Key.slice(this.#prefix.length),
-          size: o.Size ?? 0,
-          mtimeMs: o.LastModified?.getTime() ?? 0,
-        };
+      for (const object of page.Contents ?? []) {
+        const key = object.Key?.slice(this.prefix.length);
+        if (key === undefined || key === '' || key.endsWith('/') || key.startsWith(PROBE_FOLDER)) continue;
+        yield { key, size: object.Size ?? 0, mtimeMs: object.LastModified?.getTime() ?? 0 };
       }
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
+      // A truncated page without a token would loop for ever on a faulty server: stop instead.
+      token = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
   }
 
-  /** One page of ListObjectsV2 under `prefix` (relative to the store's). */
-  listPage(prefix: string, token?: string) {
+  /** One ListObjectsV2 page (public for the list generator's type only). */
+  listPage(prefix: string, token: string | undefined) {
     return this.#access.client.send(
       new ListObjectsV2Command({
-        Bucket: this.#bucket,
-        Prefix: this.#prefix + prefix,
-        ...(token ? { ContinuationToken: token } : {}),
+        Bucket: this.bucket,
+        Prefix: this.prefix + prefix,
+        ...(this.#pageSize === 1000 ? {} : { MaxKeys: this.#pageSize }),
+        ...(token === undefined ? {} : { ContinuationToken: token }),
       }),
     );
   }
 
   async delete(key: string): Promise<void> {
+    checkKey(key);
     await this.evict(key);
     try {
       await this.#access.client.send(
-        new DeleteObjectCommand({ Bucket: this.#bucket, Key: this.#prefix + key }),
+        new DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
       );
     } catch (error) {
-      const failure = storageFailure(error, key, this.describe(key));
-      if (failure.code !== 'object_not_found') throw failure;
+      throw this.#error(error, key, 'deleting');
     }
   }
 
-  async sweep(_prefix: string, olderThanMs = 0): Promise<string[]> {
-    // A PUT is whole or absent: only the cache can hold leftovers (a killed process's staged files).
+  /**
+   * Removes staged and spooled files of the cache whose names start with `prefix` (flattened) and
+   * that nobody wrote to for `olderThanMs`. The bucket has nothing to sweep: a PUT is whole or absent.
+   */
+  async sweep(prefix: string, olderThanMs = 0): Promise<string[]> {
+    const names = await readdir(this.#staging).catch(() => [] as string[]);
     const removed: string[] = [];
-    for (const sub of ['staging', 'tmp']) {
-      const dir = path.join(this.#cache, sub);
-      for (const name of await readdir(dir).catch(() => [] as string[])) {
-        const file = path.join(dir, name);
+    for (const name of names) {
+      if (!name.endsWith(STAGED_SUFFIX) || !name.startsWith(flatName(prefix))) continue;
+      const file = path.join(this.#staging, name);
+      if (olderThanMs > 0) {
         const st = await stat(file).catch(() => null);
         if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
-        await rm(file, { force: true });
-        removed.push(name);
       }
+      await rm(file, { force: true });
+      removed.push(name);
     }
     return removed;
   }
 
-  /** A local file holding the object's bytes: the cached copy, fetched into the cache when absent. */
-  async localCopy(key: string): Promise<string> {
-    const copy = this.#copyPath(key);
-    if (!copy) throw new StorageError('bad_key', key, `${this.describe(key)}: not a key of ${this.location}`);
-    if (existsSync(copy)) return copy;
-    const tmp = await this.#scratch('tmp', key);
-    try {
-      await pipeline(await this.get(key), createWriteStream(tmp));
-      await mkdir(path.dirname(copy), { recursive: true });
-      await rename(tmp, copy);
-      return copy;
-    } finally {
-      await rm(tmp, { force: true });
+  /**
+   * The cached copy's absolute path when this run holds one, else `s3://bucket/<key>`. A relative
+   * link is resolved against the prefix inside the bucket: `../shard-1/results/k1.jpg` from
+   * `s3://b/runs/shard-2/` is `s3://b/runs/shard-1/results/k1.jpg` (a merged report's sibling run);
+   * one that climbs above the bucket's root is a `bad_key`.
+   */
+  refOf(relative: string): string {
+    const key = resolveInBucket(this.prefix, relative);
+    if (key.startsWith(this.prefix)) {
+      const cached = this.#cached(key.slice(this.prefix.length));
+      if (existsSync(cached)) return cached;
     }
+    return formatS3Ref(this.bucket, key);
   }
 
-  /** Drops the cached copy of `key` (the object stays). */
+  /** The key's cached copy, fetched into the cache by a streamed GET when absent. */
+  async localCopy(key: string): Promise<string> {
+    const cached = this.#cached(checkKey(key));
+    if (existsSync(cached)) return cached;
+    const body = await this.get(key);
+    const file = await stagedPath(this.#staging, key);
+    try {
+      await pipeline(body, createWriteStream(file));
+      await mkdir(path.dirname(cached), { recursive: true });
+      await rename(file, cached);
+    } finally {
+      await rm(file, { force: true });
+    }
+    return cached;
+  }
+
+  /** Drops the key's cached copy (no error when there is none). */
   async evict(key: string): Promise<void> {
-    const copy = this.#copyPath(key);
-    if (copy) await rm(copy, { force: true });
+    await rm(this.#cached(checkKey(key)), { force: true });
   }
 
   /**
-   * Proves the prefix can be written before anything is paid for: puts a probe object under
-   * `.kitchen-batch/` and deletes it. A `store_refused` StorageError names the bucket, the prefix,
-   * what S3 said and where the credentials came from (never what they are).
+   * Proves the prefix writable before a run submits anything: PUTs `.kitchen-batch/probe-<pid>-<random>`
+   * (If-None-Match: *) and deletes it. @throws {StorageError} `store_refused` naming the bucket, the
+   * prefix, what S3 said and the credential source (never a secret).
    */
   async probe(): Promise<void> {
-    const key = `.kitchen-batch/probe-${process.pid}-${randomBytes(4).toString('hex')}`;
+    const key = `${PROBE_FOLDER}probe-${process.pid}-${randomBytes(6).toString('hex')}`;
     try {
-      await this.#put(key, { bytes: Buffer.from('probe\n') }, { ifAbsent: true });
-      await this.delete(key);
+      await this.#access.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: this.prefix + key,
+          Body: Buffer.from('probe\n'),
+          IfNoneMatch: '*',
+        }),
+      );
+      await this.#access.client.send(
+        new DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
+      );
     } catch (error) {
-      const said = error instanceof StorageError ? error.message : String(error);
+      const cause = this.#error(error, key, 'writing a probe object');
       throw new StorageError(
         'store_refused',
         key,
-        `cannot write to ${this.location}/ (${said}); ${describeS3Access(this.#access.config, this.#bucket)}`,
-        { cause: error },
+        `cannot write outputs to ${this.location} (bucket ${JSON.stringify(this.bucket)}, prefix ${JSON.stringify(this.prefix)}): ${cause.message}`,
+        { cause },
       );
     }
   }
 
-  async #putFile(key: string, file: string, options: PutOptions): Promise<StoredObject> {
-    const { size } = await stat(file);
-    if (size <= IN_MEMORY) {
-      const handle = await open(file, 'r');
-      try {
-        return await this.#put(key, { bytes: await handle.readFile() }, options);
-      } finally {
-        await handle.close();
-      }
-    }
-    return this.#put(key, { file, size }, options);
+  /** What the put functions of output-put.ts need of this store. */
+  get #target(): PutTarget {
+    return {
+      client: this.#access.client,
+      bucket: this.bucket,
+      prefix: this.prefix,
+      maxAttempts: this.#access.config.maxAttempts,
+      head: (key) => this.head(key),
+      describe: (key) => this.describe(key),
+      error: (error, key, doing) => this.#error(error, key, doing),
+    };
   }
 
-  /** PutObject with the write-once rule, conflicts retried; a body in memory or a file streamed. */
-  async #put(
-    key: string,
-    body: { bytes: Buffer } | { file: string; size: number },
-    options: PutOptions,
-    ifMatch?: string,
-  ): Promise<StoredObject> {
-    const size = 'bytes' in body ? body.bytes.length : body.size;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.#access.client.send(
-          new PutObjectCommand({
-            Bucket: this.#bucket,
-            Key: this.#prefix + key,
-            Body: 'bytes' in body ? body.bytes : createReadStream(body.file),
-            ContentLength: size,
-            ...(options.contentType ? { ContentType: options.contentType } : {}),
-            ...(options.sha256 ? { Metadata: { sha256: options.sha256 } } : {}),
-            ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
-            ...(ifMatch ? { IfMatch: ifMatch } : {}),
-          }),
-        );
-        return { key, size, mtimeMs: Date.now(), ...(options.sha256 ? { sha256: options.sha256 } : {}) };
-      } catch (error) {
-        const status = statusOf(error);
-        if (status === 409 && attempt < CONFLICT_ATTEMPTS) {
-          await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
-          continue;
-        }
-        if (status === 412 && options.ifAbsent) return this.#existing(key, body, options);
-        throw storageFailure(error, key, this.describe(key));
-      }
-    }
+  get #staging(): string {
+    return path.join(this.cacheDir, 'staging');
   }
 
-  /**
-   * A write-once put found the key taken: ours (same sha256 and size) counts as stored; the object it
-   * `replaces` (an earlier result of the item) is overwritten with `If-Match` on its ETag; anything
-   * else is `object_exists`, and stays as it is.
-   */
-  async #existing(
-    key: string,
-    body: { bytes: Buffer } | { file: string; size: number },
-    options: PutOptions,
-  ): Promise<StoredObject> {
-    const size = 'bytes' in body ? body.bytes.length : body.size;
-    const there = await this.head(key);
-    if (there && options.sha256 !== undefined && there.sha256 === options.sha256 && there.size === size) {
-      return there;
-    }
-    if (there?.etag && options.replaces !== undefined && there.sha256 === options.replaces) {
-      const { ifAbsent: _once, replaces: _old, ...rest } = options;
-      return this.#put(key, body, rest, there.etag);
-    }
-    throw new StorageError(
-      'object_exists',
-      key,
-      `${this.describe(key)} already holds another object` +
-        (there?.sha256 ? ` (sha256 ${there.sha256.slice(0, 12)}…, ${there.size} bytes)` : ''),
-    );
+  #cached(key: string): string {
+    return path.join(this.cacheDir, 'objects', ...key.split('/'));
   }
 
-  /** A fresh file name in a cache subfolder, named after `near`'s base name. */
-  async #scratch(sub: string, near: string, ext = '.tmp'): Promise<string> {
-    const dir = path.join(this.#cache, sub);
-    await mkdir(dir, { recursive: true });
-    const base = path.posix.basename(near).replace(/[^A-Za-z0-9._-]/g, '_');
-    return path.join(dir, `.${base}.${process.pid}.${randomBytes(4).toString('hex')}${ext}`);
+  #error(error: unknown, key: string, doing: string): StorageError {
+    return toStoreError(error, key, `${doing} ${this.describe(key)}`, this.#access, this.bucket);
   }
-
-  /** Where the local copy of `key` lives in the cache, or null for a key outside the prefix. */
-  #copyPath(key: string): string | null {
-    const normal = path.posix.normalize(key);
-    if (normal.startsWith('../') || path.posix.isAbsolute(normal) || normal === '.') return null;
-    return path.join(this.#cache, 'objects', ...normal.split('/'));
-  }
-}
-
-function statusOf(error: unknown): number | undefined {
-  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
-}
-
-/** A failure of an S3 call on `key`, as a {@link StorageError} (messages from the source mapping: no secret). */
-function storageFailure(error: unknown, key: string, where: string): StorageError {
-  if (error instanceof StorageError) return error;
-  const mapped = toSourceError(error, where);
-  const code =
-    mapped.code === 'file_not_found' && !/bucket does not exist/.test(mapped.message)
-      ? 'object_not_found'
-      : mapped.code === 'source_unavailable'
-        ? 'store_unavailable'
-        : 'store_refused';
-  return new StorageError(code, key, mapped.message, { cause: error });
 }

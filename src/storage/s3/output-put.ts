@@ -1,0 +1,133 @@
+/**
+ * The PutObject of the S3 output store (issue 33), with its write-once rules: `ifAbsent` sends
+ * `If-None-Match: *`; a 412 is answered by a HEAD, and a stored object holding our sha256 counts as
+ * stored (a retried put that finds its own bytes), anything else is `object_exists` and is never
+ * overwritten; a 409 ConditionalRequestConflict (a concurrent write of the key) is retried with
+ * back-off, a few times. Every other retry is the SDK's own (5xx, SlowDown, resets).
+ */
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { type PutOptions, StorageError, type StoredObject } from '../types.js';
+import { isStoreUnavailable, statusOf } from './output-errors.js';
+
+/** Bodies up to this size are sent from memory (the SDK can resend them on its retries). */
+const IN_MEMORY_BODY = 8 * 1024 * 1024;
+/** Attempts of a put answered 409 ConditionalRequestConflict, the first included. */
+const CONFLICT_ATTEMPTS = 4;
+
+/** What a put needs of its store. */
+export interface PutTarget {
+  client: S3Client;
+  bucket: string;
+  prefix: string;
+  /** The client's attempts per call (`S3AccessConfig.maxAttempts`), for streamed bodies the SDK does not retry. */
+  maxAttempts: number;
+  head(key: string): Promise<StoredObject | null>;
+  describe(key: string): string;
+  /** The StorageError for an SDK failure while `doing` (e.g. `writing`) the key. */
+  error(error: unknown, key: string, doing: string): StorageError;
+}
+
+/** PUTs a local file: from memory when small (the SDK may resend it), else streamed with its length. */
+export async function sendFile(
+  target: PutTarget,
+  key: string,
+  file: string,
+  options: PutOptions,
+): Promise<StoredObject> {
+  const { size } = await stat(file);
+  if (size <= IN_MEMORY_BODY) {
+    const bytes = await readFile(file);
+    return sendPut(target, key, () => bytes, size, options);
+  }
+  return sendPut(target, key, () => createReadStream(file), size, options);
+}
+
+/**
+ * One PutObject with the write-once rules; `body` makes a fresh body for each retry. The SDK does
+ * not retry a request whose body is a stream ("non-retryable streaming request"), so a streamed put
+ * that fails as unavailable (5xx, SlowDown, reset) is retried here, up to the client's
+ * `maxAttempts` in all, with a new stream of the file each time.
+ */
+export async function sendPut(
+  target: PutTarget,
+  key: string,
+  body: () => Buffer | Readable,
+  size: number,
+  options: PutOptions,
+  ifMatch?: string,
+): Promise<StoredObject> {
+  let conflicts = 0;
+  let streamed = 0;
+  for (let attempt = 1; ; attempt++) {
+    const sent = body();
+    try {
+      await target.client.send(
+        new PutObjectCommand({
+          Bucket: target.bucket,
+          Key: target.prefix + key,
+          Body: sent,
+          ContentLength: size,
+          ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
+          ...(options.sha256 === undefined ? {} : { Metadata: { sha256: options.sha256 } }),
+          ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
+          ...(ifMatch === undefined ? {} : { IfMatch: ifMatch }),
+        }),
+      );
+      // PutObject answers no Last-Modified: the local clock stands in (head() gives the server's).
+      return {
+        key,
+        size,
+        mtimeMs: Date.now(),
+        ...(options.sha256 === undefined ? {} : { sha256: options.sha256 }),
+      };
+    } catch (error) {
+      if (!Buffer.isBuffer(sent)) sent.destroy();
+      const status = statusOf(error);
+      if (status === 409 && ++conflicts < CONFLICT_ATTEMPTS) {
+        await backOff(attempt);
+        continue;
+      }
+      if (!Buffer.isBuffer(sent) && isStoreUnavailable(error) && ++streamed < target.maxAttempts) {
+        await backOff(attempt);
+        continue;
+      }
+      if (status === 412 && options.ifAbsent) return alreadyStored(target, key, body, size, options, error);
+      throw target.error(error, key, 'writing');
+    }
+  }
+}
+
+/** Exponential back-off with jitter: about 100 ms, 200 ms, 400 ms... */
+function backOff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt * (0.5 + Math.random())));
+}
+
+/**
+ * A write-once put found the key taken: stored when the object holds our sha256; the object the put
+ * `replaces` (an earlier result of the item, by the journal's sha256) is overwritten with `If-Match`
+ * on its ETag; anything else is `object_exists`.
+ */
+async function alreadyStored(
+  target: PutTarget,
+  key: string,
+  body: () => Buffer | Readable,
+  size: number,
+  options: PutOptions,
+  cause: unknown,
+): Promise<StoredObject> {
+  const existing = await target.head(key);
+  if (existing && options.sha256 !== undefined && existing.sha256 === options.sha256) return existing;
+  if (existing?.etag && options.replaces !== undefined && existing.sha256 === options.replaces) {
+    const { ifAbsent: _once, replaces: _earlier, ...rest } = options;
+    return sendPut(target, key, body, size, rest, existing.etag);
+  }
+  throw new StorageError(
+    'object_exists',
+    key,
+    `${target.describe(key)} exists already${existing?.sha256 ? ' with other bytes' : ''}; it is left as it was`,
+    { cause },
+  );
+}

@@ -1,0 +1,92 @@
+/**
+ * The local side of the S3 output store (issue 33): temp files in `<cacheDir>/staging/` that a body,
+ * a streamed writer or a download fills before one PutObject sends them whole (an S3 PUT is whole or
+ * absent, so nothing partial ever shows in the bucket), and the {@link ObjectWriter} over them.
+ */
+import { randomBytes } from 'node:crypto';
+import { type FileHandle, mkdir, open, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { ObjectWriter, PutBody, StoredObject } from '../types.js';
+
+/** Text is written out in pieces of this size: few syscalls, flat memory. */
+const WRITE_CHUNK = 64 * 1024;
+
+/** The suffix every staged or spooled file has, so that a sweep recognises them. */
+export const STAGED_SUFFIX = '.part';
+
+/** `results/k1` as one file name (`results~k1`), so staged names say what they were for. */
+export function flatName(key: string): string {
+  return key.replaceAll('/', '~');
+}
+
+/** A fresh staged file's path for `near` (`<flat near>.<pid>.<random>.part`), its folder created. */
+export async function stagedPath(stagingDir: string, near: string): Promise<string> {
+  await mkdir(stagingDir, { recursive: true });
+  const name = `${flatName(near)}.${process.pid}.${randomBytes(4).toString('hex')}${STAGED_SUFFIX}`;
+  return path.join(stagingDir, name);
+}
+
+/** Writes a whole body (text, bytes, or a stream of either) to `file`; removes it on failure. */
+export async function spool(file: string, body: PutBody): Promise<void> {
+  const handle = await open(file, 'w');
+  try {
+    if (typeof body === 'string' || body instanceof Uint8Array) await handle.writeFile(body);
+    else for await (const chunk of body) await handle.writeFile(chunk);
+    await handle.close();
+  } catch (error) {
+    await handle.close().catch(() => {});
+    await rm(file, { force: true });
+    throw error;
+  }
+}
+
+/** {@link ObjectWriter} of the S3 store: text spooled to a temp file in 64 KiB writes, PUT on commit. */
+export class SpoolWriter implements ObjectWriter {
+  readonly #handle: FileHandle;
+  readonly #file: string;
+  readonly #send: (file: string) => Promise<StoredObject>;
+  #buffer = '';
+
+  /** `send` PUTs the finished file; the writer removes it afterwards, sent or not. */
+  constructor(handle: FileHandle, file: string, send: (file: string) => Promise<StoredObject>) {
+    this.#handle = handle;
+    this.#file = file;
+    this.#send = send;
+  }
+
+  /** Opens a writer on a fresh staged file for `key`. */
+  static async open(
+    stagingDir: string,
+    key: string,
+    send: (file: string) => Promise<StoredObject>,
+  ): Promise<SpoolWriter> {
+    const file = await stagedPath(stagingDir, key);
+    return new SpoolWriter(await open(file, 'w'), file, send);
+  }
+
+  async write(text: string): Promise<void> {
+    this.#buffer += text;
+    if (this.#buffer.length >= WRITE_CHUNK) await this.#flush();
+  }
+
+  async commit(): Promise<StoredObject> {
+    try {
+      await this.#flush();
+      await this.#handle.close();
+      return await this.#send(this.#file);
+    } finally {
+      await this.abort();
+    }
+  }
+
+  async abort(): Promise<void> {
+    await this.#handle.close().catch(() => {});
+    await rm(this.#file, { force: true });
+  }
+
+  async #flush(): Promise<void> {
+    const text = this.#buffer;
+    this.#buffer = '';
+    if (text) await this.#handle.writeFile(text);
+  }
+}
