@@ -204,12 +204,9 @@ export const flagLabel: OptionLabel = (optionPath) => FLAG_OF_OPTION.get(optionP
 export const REPORT_FLAGS = {
   merge: { type: 'boolean', help: 'combine several shard folders into one report (needs --out)' },
   out: { type: 'string', value: 'DIR', help: 'where the merged (or --redis) report goes' },
-  redis: {
-    type: 'string',
-    value: 'URL',
-    help: "a worker run's reports, from Redis (docs/contract.md#worker-mode)",
-  },
+  redis: { type: 'string', value: 'URL', help: "a worker run's reports, from Redis (contract: worker mode)" },
   'no-html': { type: 'boolean', help: 'skip report.html' },
+  cache: RUN_FLAGS.cache,
   json: { type: 'boolean', help: 'print the totals as one JSON object on stdout' },
 } as const satisfies FlagTable;
 
@@ -217,6 +214,7 @@ export const REPORT_FLAGS = {
 export const REVIEW_FLAGS = {
   'review-threshold': RUN_FLAGS['review-threshold'],
   'no-html': REPORT_FLAGS['no-html'],
+  cache: RUN_FLAGS.cache,
   'log-level': { type: 'string', value: 'LEVEL', help: 'run.log level', shown: 'info' },
   json: { type: 'boolean', help: 'print the summary as one JSON object on stdout' },
 } as const satisfies FlagTable;

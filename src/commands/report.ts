@@ -10,7 +10,11 @@ import { acquireLock } from '../state/lock.js';
 import { planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
 import { journalFile } from '../state/run-files.js';
+import { outLocation } from '../pipeline/options.js';
+import { openOutFolder } from '../state/remote-folder.js';
 import { LocalOutputStore } from '../storage/local-output.js';
+import { openOutputStore } from '../storage/outputs.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import type { OutputStore } from '../storage/types.js';
 import type { Report, ReportItem } from '../types.js';
 import { IdIndex } from '../util/id-index.js';
@@ -32,6 +36,21 @@ export async function reportCommand(args: string[], deps: CommandDeps): Promise<
   }
   const dir = positionals[0];
   if (!dir || positionals.length > 1) throw new UsageError('usage: kitchen-batch report <out-dir>');
+  if (isS3Ref(dir)) {
+    // A bucket run: its lease taken (as the lock), its journal read into the cache.
+    const folder = await openOutFolder(outLocation(deps.cwd, dir), {
+      logLevel: 'warn',
+      secrets: [],
+      onWarning: (message) => deps.stderr.write(`warning: ${message}\n`),
+      cacheDir: values.cache === undefined ? null : path.resolve(deps.cwd, values.cache),
+      env: deps.env,
+    });
+    try {
+      return await rebuildReports(folder.dir, deps, { json: values.json ?? false, html: !values['no-html'] }, folder);
+    } finally {
+      await folder.close();
+    }
+  }
   const outDir = path.resolve(deps.cwd, dir);
   const lock = await acquireLock(await runFolder(outDir));
   try {
@@ -49,9 +68,13 @@ export async function rebuildReports(
   outDir: string,
   deps: CommandDeps,
   options: { json: boolean; html: boolean },
+  where: { journalFile: string; output: OutputStore } = {
+    journalFile: journalFile(outDir),
+    output: new LocalOutputStore(outDir),
+  },
 ): Promise<number> {
-  const run = await readRun(outDir, deps);
-  const output = new LocalOutputStore(outDir);
+  const run = await readRun(outDir, deps, true, where.journalFile);
+  const { output } = where;
   const written = await writeReports(
     output,
     { info: run.info, rows: () => reportRows(output, run.plan, run.fold) },
@@ -112,7 +135,12 @@ async function mergeCommand(
  */
 async function redisReport(
   url: string,
-  values: { json?: boolean | undefined; 'no-html'?: boolean | undefined; out?: string | undefined },
+  values: {
+    json?: boolean | undefined;
+    'no-html'?: boolean | undefined;
+    out?: string | undefined;
+    cache?: string | undefined;
+  },
   deps: CommandDeps,
 ): Promise<number> {
   const { redactUrl, redisUrl, withRedis } = await import('../worker/redis.js');
@@ -126,13 +154,21 @@ async function redisReport(
         `${redactUrl(checked)} holds no worker run: kitchen-batch enqueue <manifest> --redis URL first`,
       );
     }
-    const output = new LocalOutputStore(values.out ? path.resolve(deps.cwd, values.out) : meta.out);
-    const written = await writeReports(output, await redisReportSource(redis, meta), {
-      html: !values['no-html'],
-      manifestDir: path.dirname(meta.manifest),
-      hints: WORKER_HINTS,
+    const target = openOutputStore(values.out ? outLocation(deps.cwd, values.out) : meta.out, {
+      cacheDir: values.cache === undefined ? null : path.resolve(deps.cwd, values.cache),
+      env: deps.env,
     });
-    return finish(written.run, output, values.json ?? false, deps);
+    try {
+      const { output } = target;
+      const written = await writeReports(output, await redisReportSource(redis, meta), {
+        html: !values['no-html'],
+        manifestDir: path.dirname(meta.manifest),
+        hints: WORKER_HINTS,
+      });
+      return finish(written.run, output, values.json ?? false, deps);
+    } finally {
+      target.close();
+    }
   });
 }
 
@@ -196,9 +232,9 @@ async function readRunInfo(dir: string): Promise<RunInfo> {
 }
 
 /** A run folder read for its report: its journal folded compactly (what reports show) and its last run and plan. */
-async function readRun(dir: string, deps?: CommandDeps, warn = true) {
+async function readRun(dir: string, deps?: CommandDeps, warn = true, file = journalFile(dir)) {
   const fold = new JournalFold({ lean: true });
-  const { tornLine } = await scanJournal(journalFile(dir), (record) => fold.add(record), {
+  const { tornLine } = await scanJournal(file, (record) => fold.add(record), {
     repair: false,
   });
   if (tornLine !== null && warn) {

@@ -3,7 +3,9 @@ import { UsageError } from '../errors.js';
 import { LOG_LEVELS } from '../pipeline/options.js';
 import { DEFAULT_THRESHOLD, Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
-import { openRunFolder } from '../state/run-folder.js';
+import { outLocation } from '../pipeline/options.js';
+import { openOutFolder } from '../state/remote-folder.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import { fractionFlag, OptionError, oneOf } from '../util/validate.js';
 import type { CommandDeps } from './common.js';
 import { parseFlags } from './parse.js';
@@ -24,11 +26,14 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
   }
   const threshold = reviewThreshold(values['review-threshold']) ?? DEFAULT_THRESHOLD;
   const logLevel = oneOf('--log-level', values['log-level'], LOG_LEVELS, 'info');
-  const outDir = path.resolve(deps.cwd, dir);
-  const folder = await openRunFolder(await runFolder(outDir), {
+  const bucket = isS3Ref(dir);
+  const outDir = bucket ? outLocation(deps.cwd, dir) : await runFolder(path.resolve(deps.cwd, dir));
+  const folder = await openOutFolder(outDir, {
     logLevel,
     secrets: [],
     onWarning: (message) => deps.stderr.write(`warning: ${message}\n`),
+    cacheDir: values.cache === undefined ? null : path.resolve(deps.cwd, values.cache),
+    env: deps.env,
   });
   try {
     const store = new ItemStore(folder.journal, folder.states, { interner: folder.interner });
@@ -64,7 +69,7 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
           '\n',
       );
     }
-    return await rebuildReports(outDir, deps, { json: values.json ?? false, html: !values['no-html'] });
+    return await rebuildReports(outDir, deps, { json: values.json ?? false, html: !values['no-html'] }, folder);
   } finally {
     await folder.close();
   }

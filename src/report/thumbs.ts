@@ -73,7 +73,9 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
   try {
     source = await stores.sources.open(job.source);
   } catch {
-    return { state: 'failed', file: job.dest };
+    // A source out of reach (a bucket result not in this machine's cache) keeps the thumb it has.
+    const made = await stores.output.head(job.dest).catch(() => null);
+    return { state: made ? 'reused' : 'failed', file: job.dest };
   }
   let copy: Buffer | null = null;
   let dest = job.dest;

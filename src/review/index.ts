@@ -190,7 +190,9 @@ export class Reviewer {
       source: source.path,
       sourceKey: source.sha256 || source.path,
       // The child decodes local files: the result's reference is its path in a local folder.
-      result: this.#output.refOf(state.output),
+      result: this.#output.localCopy
+        ? await this.#output.localCopy(state.output).catch(() => this.#output.refOf(state.output!))
+        : this.#output.refOf(state.output),
       module: state.module,
       threshold: this.#deps.threshold ?? DEFAULT_THRESHOLD,
     };

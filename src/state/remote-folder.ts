@@ -7,13 +7,12 @@
  * the journal's working copy, run.log, prepared uploads and the results' local copies. Delete it,
  * run the same command on another machine, and the run resumes from the bucket.
  */
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
+import { defaultCacheDir } from '../storage/outputs.js';
 import { createS3Client, type S3Env } from '../storage/s3/client.js';
 import { S3OutputStore } from '../storage/s3/output-store.js';
 import { parseOutputUrl } from '../storage/s3/output-url.js';
@@ -35,16 +34,6 @@ export interface RemoteFolderOptions extends RunFolderOptions {
   cacheDir: string | null;
   /** The environment the S3 client is configured from (the sources' one). */
   env: S3Env;
-}
-
-/**
- * `${XDG_CACHE_HOME:-~/.cache}/kitchen-batch/out/<16 hex of the URL's sha256>`: one cache per output
- * URL, so two runs of two prefixes on one machine never share one.
- */
-export function defaultCacheDir(url: string, env: S3Env = process.env): string {
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  const key = createHash('sha256').update(url).digest('hex').slice(0, 16);
-  return path.join(base, 'kitchen-batch', 'out', key);
 }
 
 /** Opens the run folder `dir`: a bucket prefix ({@link openRemoteRunFolder}) or a local folder (`openRunFolder`). */
@@ -122,6 +111,7 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
     const started = isoWithOffset().replace(/[:+]/g, '-');
     return {
       dir: url,
+      journalFile: path.join(cacheDir, 'journal.jsonl'),
       resultsDir: output.describe('results'),
       output,
       logger,

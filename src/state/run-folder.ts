@@ -34,6 +34,8 @@ export interface RunFolder {
   dir: string;
   /** `<dir>/results`, where result images land (for messages about the disk). */
   resultsDir: string;
+  /** The journal's local file (for a bucket: the working copy in its cache, equal to the stored segments). */
+  journalFile: string;
   /** The local folder of prepared uploads (`<dir>/.prepared`; for a bucket, in its cache). */
   preparedDir: string;
   /** The folder's outputs (results, reports, thumbnails, the plan file), behind the storage seam. */
@@ -113,6 +115,7 @@ export async function openRunFolder(dir: string, options: RunFolderOptions): Pro
       dir,
       resultsDir,
       preparedDir: preparedDir(dir),
+      journalFile: file,
       output,
       logger,
       journal,

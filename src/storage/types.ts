@@ -214,6 +214,11 @@ export interface OutputStore {
    * link into a sibling run) is outside it. How the review and the thumbnails read a result.
    */
   refOf(relative: string): string;
+  /**
+   * A local file holding the object's bytes, for a native decoder (the review): a bucket store
+   * fetches it into its cache when it is not there. Absent where {@link refOf} is a file already.
+   */
+  localCopy?(key: string): Promise<string>;
   /** What a user is told to open for `key` (a file path, or a URL). */
   describe(key: string): string;
 }

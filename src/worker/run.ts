@@ -6,6 +6,7 @@
  * output folder.
  */
 import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -22,7 +23,8 @@ import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
 import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
-import { LocalOutputStore } from '../storage/local-output.js';
+import { defaultCacheDir, openOutputStore } from '../storage/outputs.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import { createSources, type SourceAccess } from '../storage/sources.js';
 import type { OutputStore } from '../storage/types.js';
 import type { ItemStatus } from '../types.js';
@@ -147,7 +149,12 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   const { redis, outDir, name, stop, summary } = setup;
   const emit = (event: WorkerEvent) => options.onEvent?.(event);
   const stallTimeoutMs = options.stallTimeoutMs ?? WORKER_STALL_MS;
-  const { logger, output, resultsDir } = await openWorkerLog(setup, options, stallTimeoutMs, emit);
+  const { logger, output, resultsDir, preparedDir, close } = await openWorkerLog(
+    setup,
+    options,
+    stallTimeoutMs,
+    emit,
+  );
   const service = connect({
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
     logger,
@@ -155,7 +162,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   });
   // Each worker fetches the sources of the items it holds: nothing is shared but the output folder.
   const sources = createSources(setup.access);
-  const preflighter = createPreflighter({ cacheDir: preparedDir(outDir), ...options.preflight, sources });
+  const preflighter = createPreflighter({ cacheDir: preparedDir, ...options.preflight, sources });
   const shared: Omit<StageContext, 'store'> = {
     client: service.client,
     gate: service.gate,
@@ -226,6 +233,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     blocking?.disconnect();
     logger.info({ event: 'worker_end', ...summary }, 'worker stopped');
     logger.flush?.();
+    close();
   }
   return fatal;
 }
@@ -239,12 +247,23 @@ async function openWorkerLog(
   options: WorkerOptions,
   stallTimeoutMs: number,
   emit: (event: WorkerEvent) => void,
-): Promise<{ logger: Logger; output: OutputStore; resultsDir: string }> {
+): Promise<{
+  logger: Logger;
+  output: OutputStore;
+  resultsDir: string;
+  preparedDir: string;
+  close: () => void;
+}> {
   const { outDir, name } = setup;
-  const output = new LocalOutputStore(outDir);
+  // A bucket's worker keeps its log and scratch in a cache of its own; the bucket is all it shares.
+  const opened = openOutputStore(outDir, {
+    cacheDir: isS3Ref(outDir) ? defaultCacheDir(outDir, setup.access.env, `worker-${name}`) : null,
+    env: setup.access.env,
+  });
+  const { output, cacheDir } = opened;
   const resultsDir = output.describe('results');
-  await mkdir(resultsDir, { recursive: true });
-  const logFile = workerLogFile(outDir, name);
+  if (cacheDir === null) await mkdir(resultsDir, { recursive: true });
+  const logFile = cacheDir === null ? workerLogFile(outDir, name) : path.join(cacheDir, 'worker.log');
   const logger = createRunLogger({
     file: logFile,
     level: options.logLevel ?? 'info',
@@ -263,7 +282,8 @@ async function openWorkerLog(
     },
     'worker started',
   );
-  return { logger, output, resultsDir };
+  const prepared = cacheDir === null ? preparedDir(outDir) : path.join(cacheDir, '.prepared');
+  return { logger, output, resultsDir, preparedDir: prepared, close: opened.close };
 }
 
 /** The run this Redis holds; without one, waits for an `enqueue` (or returns null with `untilDrained`). */

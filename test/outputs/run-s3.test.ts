@@ -20,7 +20,7 @@ import type { Sandbox } from '../../src/sandbox/index.js';
 import type { JournalRecord } from '../../src/state/records.js';
 import { createS3Client } from '../../src/storage/s3/client.js';
 import type { Report } from '../../src/types.js';
-import { type CliProcess, type CliResult, killAllClis, waitFor } from '../helpers/cli.js';
+import { type CliProcess, type CliResult, killAllClis, runCli, waitFor } from '../helpers/cli.js';
 import { removeDir, tempDir } from '../helpers/tmp.js';
 import { createsPerItem, type Fixture, makeFixture, run, sandboxFor, startRun } from '../resume/world.js';
 import { type ConditionalS3, startConditionalS3 } from '../support/s3-conditional.js';
@@ -139,6 +139,25 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
         expect(first.stdout + first.stderr + again.stdout + again.stderr).not.toContain(secret);
       }
       for (const r of s3.requests) expect(JSON.stringify(r.headers)).not.toContain(fixture.apiKey);
+
+      // report and review of the bucket run, from yet another machine with an empty cache.
+      const elsewhere = await machine('whole');
+      const rebuilt = await runCli(['report', m.out, '--cache', elsewhere.cache, '--json'], {
+        cwd: elsewhere.cwd,
+        env: env(),
+      });
+      expect(rebuilt.code, rebuilt.stderr).toBe(0);
+      expect(JSON.parse(rebuilt.stdout)).toMatchObject({ totals: { succeeded: fixture.items.length } });
+      const reviewed = await runCli(['review', m.out, '--cache', elsewhere.cache], {
+        cwd: elsewhere.cwd,
+        env: env(),
+      });
+      expect(reviewed.code, reviewed.stderr).toBe(0);
+      expect(reviewed.stderr).toMatch(new RegExp(`reviewed ${fixture.items.length} results`));
+      const records = await storedRecords('whole');
+      expect(records.filter((r) => r.t === 'reviewed').length).toBeGreaterThanOrEqual(
+        2 * fixture.items.length,
+      );
     } finally {
       await sandbox.close();
     }
