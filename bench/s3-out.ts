@@ -9,7 +9,7 @@
  *
  * Size: `BENCH_S3OUT_IMAGES` (default 1,700 images × 6 styles = 10,200 items).
  */
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startConditionalS3 } from '../test/support/s3-conditional.js';
 import { buildDist, type CliFigures, CONCURRENCY, measureCli, startEmulator } from './cli-run.js';
@@ -39,6 +39,7 @@ export async function benchS3Out(): Promise<unknown> {
   const emulator = await startEmulator(items * 5 + 1000);
   try {
     const imgDir = path.join(dir, 'img');
+    await mkdir(imgDir);
     const drawn = await writeKitchens(imgDir, images, { width: 480, height: 360, grain: 16, seed: 33 });
     const manifest = path.join(dir, 'catalogue.csv');
     const rows = drawn.files.map((file) => `img/${path.basename(file)},${STYLES.join('|')}`);

@@ -6,8 +6,10 @@ import { inShard } from '../pipeline/shard.js';
 import { createPreflighter, describePreflight } from '../preflight/index.js';
 import { type Decision, decide, releaseDecision } from '../stages/decide.js';
 import { loadJournal } from '../state/journal.js';
+import { readRemoteFold } from '../state/remote-folder.js';
 import { journalFile } from '../state/run-files.js';
-import { LocalOutputStore } from '../storage/local-output.js';
+import { openOutputStore } from '../storage/outputs.js';
+import { isS3Ref } from '../storage/s3/ref.js';
 import { createSources } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import { mapOrdered } from '../util/async.js';
@@ -53,16 +55,21 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   });
   for (const warning of manifest.warnings) deps.stderr.write(`warning: ${redactUrlsInText(warning)}\n`);
   const styles = await fetchStyleKeys(values, deps);
+  const bucket = isS3Ref(options.outDir);
   // The folder `run` would take (the default moves aside from another manifest's run; `--out` of one
   // is refused), read without its lock.
   const settled = await settleOutDir(
     { ...options, manifestRenamed: options.resume.manifestRenamed },
-    async (dir) => (await loadJournal(journalFile(dir), { repair: false })).fold,
+    async (dir) =>
+      bucket
+        ? await readRemoteFold(dir, { cacheDir: options.cacheDir, env: options.sources.env })
+        : (await loadJournal(journalFile(dir), { repair: false })).fold,
     (fold) => fold.last,
   );
   const { dir: outDir, opened: fold } = settled;
   // Finished results are looked at (not changed) where the run keeps them.
-  const output = new LocalOutputStore(outDir);
+  const target = openOutputStore(outDir, { cacheDir: options.cacheDir, env: options.sources.env });
+  const { output } = target;
   if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
   const sources = createSources(options.sources);
   const preflighter = createPreflighter({ ...options.preflight, sources });
@@ -105,6 +112,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   } finally {
     await preflighter.close();
     sources.close();
+    target.close();
     await spool.remove();
     await manifest.close();
   }

@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { StateError, UsageError } from '../errors.js';
+import { outLocation } from '../pipeline/options.js';
 import { type RunInfo, reportRows } from '../report/build.js';
 import { WORKER_HINTS } from '../report/html/hints.js';
 import { sourceRef, writeReports } from '../report/write.js';
@@ -9,9 +10,8 @@ import { scanJournal } from '../state/journal.js';
 import { acquireLock } from '../state/lock.js';
 import { planEntries } from '../state/plan-file.js';
 import type { JournalRecord } from '../state/records.js';
-import { journalFile } from '../state/run-files.js';
-import { outLocation } from '../pipeline/options.js';
 import { openOutFolder } from '../state/remote-folder.js';
+import { journalFile } from '../state/run-files.js';
 import { LocalOutputStore } from '../storage/local-output.js';
 import { openOutputStore } from '../storage/outputs.js';
 import { isS3Ref } from '../storage/s3/ref.js';
@@ -46,7 +46,12 @@ export async function reportCommand(args: string[], deps: CommandDeps): Promise<
       env: deps.env,
     });
     try {
-      return await rebuildReports(folder.dir, deps, { json: values.json ?? false, html: !values['no-html'] }, folder);
+      return await rebuildReports(
+        folder.dir,
+        deps,
+        { json: values.json ?? false, html: !values['no-html'] },
+        folder,
+      );
     } finally {
       await folder.close();
     }

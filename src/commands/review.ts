@@ -1,9 +1,8 @@
 import path from 'node:path';
 import { UsageError } from '../errors.js';
-import { LOG_LEVELS } from '../pipeline/options.js';
+import { LOG_LEVELS, outLocation } from '../pipeline/options.js';
 import { DEFAULT_THRESHOLD, Reviewer } from '../review/index.js';
 import { ItemStore } from '../state/items.js';
-import { outLocation } from '../pipeline/options.js';
 import { openOutFolder } from '../state/remote-folder.js';
 import { isS3Ref } from '../storage/s3/ref.js';
 import { fractionFlag, OptionError, oneOf } from '../util/validate.js';
@@ -69,7 +68,12 @@ export async function reviewCommand(args: string[], deps: CommandDeps): Promise<
           '\n',
       );
     }
-    return await rebuildReports(outDir, deps, { json: values.json ?? false, html: !values['no-html'] }, folder);
+    return await rebuildReports(
+      outDir,
+      deps,
+      { json: values.json ?? false, html: !values['no-html'] },
+      folder,
+    );
   } finally {
     await folder.close();
   }

@@ -8,7 +8,7 @@
  * run the same command on another machine, and the run resumes from the bucket.
  */
 import { createReadStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { StateError } from '../errors.js';
@@ -196,5 +196,27 @@ async function openState(
   } catch (error) {
     await lease.release();
     throw error;
+  }
+}
+
+/**
+ * A bucket run's journal folded, read without the lease (what `plan` shows): the segments are read
+ * into a private file of the cache, so a run working meanwhile is not disturbed.
+ */
+export async function readRemoteFold(
+  url: string,
+  options: { cacheDir: string | null; env: S3Env },
+): Promise<JournalFold> {
+  const { bucket, prefix } = parseOutputUrl(url);
+  const cacheDir = options.cacheDir ?? defaultCacheDir(url, options.env);
+  await mkdir(cacheDir, { recursive: true });
+  const access = createS3Client(options.env);
+  const file = path.join(cacheDir, `journal.read-${process.pid}.jsonl`);
+  try {
+    await loadRemoteJournal({ access, bucket, prefix }, file);
+    return (await loadJournal(file, { repair: false })).fold;
+  } finally {
+    access.client.destroy();
+    await rm(file, { force: true });
   }
 }

@@ -32,7 +32,10 @@ export interface OpenedOutput {
 }
 
 /** The store of `out` (a folder, or `s3://...` with `cacheDir`, by default {@link defaultCacheDir}). */
-export function openOutputStore(out: string, options: { cacheDir?: string | null; env: S3Env }): OpenedOutput {
+export function openOutputStore(
+  out: string,
+  options: { cacheDir?: string | null; env: S3Env },
+): OpenedOutput {
   if (!isS3Ref(out)) return { output: new LocalOutputStore(out), cacheDir: null, close: () => {} };
   const { bucket, prefix } = parseOutputUrl(out);
   const cacheDir = options.cacheDir ?? defaultCacheDir(out, options.env);

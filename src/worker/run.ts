@@ -6,8 +6,8 @@
  * output folder.
  */
 import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import { hostname } from 'node:os';
+import path from 'node:path';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';

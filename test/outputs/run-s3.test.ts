@@ -8,13 +8,7 @@
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import {
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
 import type { JournalRecord } from '../../src/state/records.js';
@@ -140,8 +134,17 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
       }
       for (const r of s3.requests) expect(JSON.stringify(r.headers)).not.toContain(fixture.apiKey);
 
-      // report and review of the bucket run, from yet another machine with an empty cache.
+      // plan, report and review of the bucket run, from yet another machine with an empty cache.
       const elsewhere = await machine('whole');
+      const planned = await runCli(
+        ['plan', fixture.manifest, '--out', m.out, '--cache', elsewhere.cache, '--json'],
+        {
+          cwd: elsewhere.cwd,
+          env: env(),
+        },
+      );
+      expect(planned.code, planned.stderr).toBe(0);
+      expect(JSON.parse(planned.stdout).summary).toMatchObject({ submit: 0 });
       const rebuilt = await runCli(['report', m.out, '--cache', elsewhere.cache, '--json'], {
         cwd: elsewhere.cwd,
         env: env(),
@@ -161,7 +164,7 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
     } finally {
       await sandbox.close();
     }
-  });
+  }, 120_000);
 
   const KILL_POINTS: { name: string; when: (sandbox: Sandbox, prefix: string) => boolean }[] = [
     { name: 'after a submitting segment', when: (sandbox) => sandbox.stats.creates >= 1 },
@@ -208,7 +211,7 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
     });
   }
 
-  it('two runs on one prefix: one holds the lease, the other exits 2; a stale lease is taken over', async () => {
+  it('two runs on one prefix: one holds the lease, the other exits 2; the lease of a killed holder is taken over', async () => {
     const sandbox = await sandboxFor(fixture, { processingMs: 1500, jitterMs: 100 });
     try {
       const prefix = 'leased';
@@ -220,20 +223,37 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
       expect(second.stderr).toContain(`s3://${BUCKET}/${prefix}`);
       first.kill('SIGKILL');
       await first.exited;
-      // The killed holder's heartbeat, aged past 60 s (as if a minute went by).
-      const leaseKey = `${prefix}/.kitchen-batch/lease.json`;
-      const lease = JSON.parse(await text(leaseKey)) as Record<string, unknown>;
-      const old = new Date(Date.now() - 120_000).toISOString();
-      await client.send(
-        new PutObjectCommand({
-          Bucket: BUCKET,
-          Key: leaseKey,
-          Body: Buffer.from(JSON.stringify({ ...lease, renewed_at: old })),
-        }),
-      );
+      // The holder ran on this host and is gone: its lease is stale at once (a holder elsewhere: after 60 s).
       const third = await runOn(sandbox, await machine(prefix));
       expect(third.code, third.stderr).toBe(0);
-      expect(third.stderr).toMatch(/took over the lease of a run that is gone/);
+      expect(third.stderr).toMatch(
+        /took over the lease of a run that is gone \(pid \d+ .*\): its process is gone/,
+      );
+    } finally {
+      await sandbox.close();
+    }
+  });
+
+  it('a bucket that refuses the results (503 after the retries): no new submission, exit 1 with output_unavailable; a rerun finishes', async () => {
+    const sandbox = await sandboxFor(fixture, { processingMs: 200, jitterMs: 50 });
+    try {
+      const prefix = 'down';
+      s3.fail({ method: 'PUT', keyPrefix: `${BUCKET}/${prefix}/results/`, times: 1_000, status: 503 });
+      const first = await runOn(sandbox, await machine(prefix));
+      expect(first.code, first.stderr).toBe(1);
+      expect(first.stderr).toMatch(/no new submissions: the output store could not be written/);
+      const report = JSON.parse(await text(`${prefix}/report.json`)) as Report;
+      const codes = new Set(report.items.map((i) => i.error?.code));
+      expect([...codes]).toEqual(['output_unavailable']);
+      // Items reached after the halt say so (with 8 items, all may have been sent before it).
+      const unsent = report.items.filter((i) => i.error?.message.startsWith('not submitted:'));
+      expect(unsent.length).toBe(fixture.items.length - sandbox.stats.creates);
+      s3.heal();
+      const rerun = await runOn(sandbox, await machine(prefix));
+      expect(rerun.code, rerun.stderr).toBe(0);
+      expect((JSON.parse(await text(`${prefix}/report.json`)) as Report).run.totals.succeeded).toBe(
+        fixture.items.length,
+      );
     } finally {
       await sandbox.close();
     }

@@ -48,6 +48,8 @@ export interface ConditionalS3 {
   endpoint: string;
   requests: SeenRequest[];
   fail(rule: FaultRule): void;
+  /** Drops every fault still pending. */
+  heal(): void;
   close(): Promise<void>;
 }
 
@@ -158,6 +160,9 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
     requests,
     fail: (rule) => {
       rules.push({ ...rule });
+    },
+    heal: () => {
+      rules.length = 0;
     },
     close: async () => {
       server.closeAllConnections();
