@@ -76,9 +76,10 @@ export function groupingUrl(base: string, labels: Record<string, string> = {}): 
 
 /**
  * Pushes metrics with POST. The pushgateway README: PUT replaces every metric of the grouping key,
- * POST replaces only metrics with the names pushed. Every push is a POST, and
- * `kitchen_batch_last_success_timestamp_seconds` is pushed (by a separate POST) only after exit 0,
- * so a failed or interrupted run replaces the run's series but never erases the last success.
+ * POST replaces only metrics with the names pushed. Prometheus's documented batch-job pattern (the
+ * client libraries' `pushAdd` examples): the last-success gauge is added only on success and pushed
+ * with POST, so a failed run does not overwrite the previous success. So every push is a POST, and
+ * `kitchen_batch_last_success_timestamp_seconds` is pushed (by a separate POST) only after exit 0.
  */
 export async function pushMetrics(url: string, text: string): Promise<void> {
   let response: Response;
