@@ -16,7 +16,7 @@ export class RunMetrics {
   readonly registry = new Registry();
   private readonly items: Counter<'outcome' | 'code'>;
   private readonly submissions: Counter;
-  private readonly requests: Counter;
+  private readonly requests: Counter<'endpoint' | 'status'>;
   private readonly rateLimited: Counter;
   private readonly retries: Counter;
   private readonly warnings: Counter;
@@ -59,7 +59,8 @@ export class RunMetrics {
     });
     this.requests = new Counter({
       name: 'kitchen_batch_api_requests_total',
-      help: 'Requests to the service in this run.',
+      help: 'Requests to the service in this run by endpoint (styles, submit, poll, download) and answer (2xx, 4xx, 5xx, network).',
+      labelNames: ['endpoint', 'status'],
       registers,
     });
     this.rateLimited = new Counter({
@@ -115,7 +116,7 @@ export class RunMetrics {
         break;
       case 'progress': {
         const { requests, rateLimited, retries, rate, elapsedMs } = event.counts;
-        this.requests.inc(Math.max(0, requests - this.seen.requests));
+        // 429s and retries come as running totals; requests come one by one ('request' events).
         this.rateLimited.inc(Math.max(0, rateLimited - this.seen.rateLimited));
         this.retries.inc(Math.max(0, retries - this.seen.retries));
         this.seen = { requests, rateLimited, retries };
@@ -123,6 +124,9 @@ export class RunMetrics {
         if (elapsedMs > 0) this.rateUsed.set(requests / (elapsedMs / 1000));
         break;
       }
+      case 'request':
+        this.requests.inc({ endpoint: event.endpoint, status: event.status });
+        break;
       case 'rate':
         this.rate.set(event.rate);
         break;

@@ -28,11 +28,15 @@ describe('run metrics', () => {
     };
     metrics.handle({ type: 'progress', counts: { ...counts, ...more } });
     metrics.handle({ type: 'progress', counts: { ...counts, ...more, requests: 12 } });
+    metrics.handle({ type: 'request', endpoint: 'submit', status: '2xx' });
+    metrics.handle({ type: 'request', endpoint: 'poll', status: '4xx' });
+    metrics.handle({ type: 'request', endpoint: 'poll', status: '4xx' });
     const text = await metrics.text();
     expect(text).toContain('kitchen_batch_items_total{outcome="failed",code="nsfw"} 1');
     expect(text).toContain('kitchen_batch_items_total{outcome="skipped",code=""} 1');
     expect(text).toContain('kitchen_batch_submissions_total 1');
-    expect(text).toContain('kitchen_batch_api_requests_total 12');
+    expect(text).toContain('kitchen_batch_api_requests_total{endpoint="submit",status="2xx"} 1');
+    expect(text).toContain('kitchen_batch_api_requests_total{endpoint="poll",status="4xx"} 2');
     expect(text).toContain('kitchen_batch_api_rate_limited_total 2');
     expect(text).toContain('kitchen_batch_job_duration_seconds_sum 3');
     expect(text).toContain('kitchen_batch_jobs_in_flight 0');

@@ -105,6 +105,10 @@ describe.skipIf(!existsSync(PUSHGATEWAY))('run --pushgateway (real pushgateway)'
     const success = value(first, `kitchen_batch_last_success_timestamp_seconds{${group}}`);
     expect(success).toBeGreaterThan(0);
     expect(first).toContain('kitchen_batch_build_info{');
+    // Every request of the run, by endpoint and answer, adds up to report.json's count.
+    const stats = JSON.parse(ok.stdout).stats;
+    expect(sum(first, 'kitchen_batch_api_requests_total{', 'job="kitchen-batch"')).toBe(stats.requests);
+    expect(sum(first, 'kitchen_batch_api_requests_total{', 'endpoint="submit"')).toBe(totals.items);
 
     const bad = await runCli(runArgs('manifests/bad.csv', 'out-bad', grouping), {
       cwd: tmp.dir,
