@@ -1,7 +1,7 @@
 import { runFlagOptions } from '../config.js';
 import { exitCodeFor, UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
-import type { RunEvent } from '../pipeline/events.js';
+import type { RunMetrics } from '../metrics/registry.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
@@ -34,7 +34,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
   await exporter.start();
   let code: number = 1;
   try {
-    code = await runPipeline(input, values, deps, metrics.handle);
+    code = await runPipeline(input, values, deps, metrics);
     return code;
   } catch (error) {
     code = exitCodeFor(error);
@@ -49,8 +49,9 @@ async function runPipeline(
   input: ReturnType<typeof parseRunArgs<'run'>>['input'],
   values: ReturnType<typeof parseRunArgs<'run'>>['values'],
   deps: CommandDeps,
-  onEvent: (event: RunEvent) => void,
+  metrics: Pick<RunMetrics, 'handle' | 'finished'>,
 ): Promise<number> {
+  const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
   // --verbose's log lines would not tear: else plain lines.
   const progress = new ProgressPrinter({
@@ -84,6 +85,7 @@ async function runPipeline(
     const result = await runBatch(withService(options, target, flagLabel));
     progress.finish();
     deps.stdout.write(summary(result, values.json ?? false, service.sandbox));
+    metrics.finished(result.run.totals);
     return result.exitCode;
   } finally {
     progress.finish();

@@ -25,6 +25,7 @@ export class RunMetrics {
   private readonly inFlight: Gauge;
   private readonly jobSeconds: Histogram;
   private readonly lastSuccess: Gauge;
+  private readonly needsReview: Gauge;
   /** Submission times by item id, to time jobs; ids never become labels. */
   private readonly submittedAt = new Map<string, number>();
   /** The last cumulative counts seen in a progress event, to turn them into counter increments. */
@@ -99,6 +100,11 @@ export class RunMetrics {
       buckets: [1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
       registers,
     });
+    this.needsReview = new Gauge({
+      name: 'kitchen_batch_review_flagged_items',
+      help: "Results the review flagged as worth a look (report.json's totals.needs_review), set when the run ends.",
+      registers,
+    });
     this.lastSuccess = new Gauge({
       name: 'kitchen_batch_last_success_timestamp_seconds',
       help: 'When a run last ended with exit 0 (Unix seconds).',
@@ -153,6 +159,11 @@ export class RunMetrics {
       this.submittedAt.delete(id);
       this.inFlight.set(this.submittedAt.size);
     }
+  }
+
+  /** The run's final totals: what only the report knows (the review's flags). */
+  finished(totals: { needs_review: number }): void {
+    this.needsReview.set(totals.needs_review);
   }
 
   /** The whole set in Prometheus text format. */

@@ -31,6 +31,7 @@ describe('run metrics', () => {
     metrics.handle({ type: 'request', endpoint: 'submit', status: '2xx' });
     metrics.handle({ type: 'request', endpoint: 'poll', status: '4xx' });
     metrics.handle({ type: 'request', endpoint: 'poll', status: '4xx' });
+    metrics.finished({ needs_review: 2 });
     const text = await metrics.text();
     expect(text).toContain('kitchen_batch_items_total{outcome="failed",code="nsfw"} 1');
     expect(text).toContain('kitchen_batch_items_total{outcome="skipped",code=""} 1');
@@ -41,6 +42,7 @@ describe('run metrics', () => {
     expect(text).toContain('kitchen_batch_job_duration_seconds_sum 3');
     expect(text).toContain('kitchen_batch_jobs_in_flight 0');
     expect(text).toContain('kitchen_batch_build_info{version="9.9.9"} 1');
+    expect(text).toContain('kitchen_batch_review_flagged_items 2');
     expect(text).not.toContain('secret-item-id');
     expect(text).not.toContain('last_success');
     expect(await metrics.successText(1_700_000_000_500)).toContain(
