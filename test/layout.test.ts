@@ -148,7 +148,7 @@ const LEVELS: readonly (readonly string[])[] = [
   ['src/api/', 'src/state/', 'src/manifest/', 'src/sandbox/'],
   ['src/preflight/'],
   ['src/review/'],
-  ['src/report/'],
+  ['src/report/', 'src/metrics/'],
   ['src/stages/'],
   ['src/pipeline/', 'src/worker/'],
   // The commands' flags, declared once (a table that imports only lower levels), and flags and

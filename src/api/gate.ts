@@ -30,7 +30,12 @@ export interface GateOptions {
   retry?: RetryOptions;
   /** No answer from the service for this long while calls keep failing: it counts as unreachable. @default 120_000 */
   unreachableMs?: number;
+  /** Told of every attempt's answer by status class (the run's metrics count them by endpoint). */
+  onRequest?: (kind: RequestKind, status: RequestStatusClass) => void;
 }
+
+/** An attempt's answer as metrics count it: an HTTP status class, or no answer at all. */
+export type RequestStatusClass = '2xx' | '4xx' | '5xx' | 'network';
 
 /** Per-call options of {@link ServiceGate.call}. */
 export interface CallOptions {
@@ -68,12 +73,14 @@ export class ServiceGate {
   /** Monotonic time of the last answer from the service (any status but 5xx/429 counts as alive). */
   #lastAliveAt = Number.NEGATIVE_INFINITY;
   #consecutive429 = 0;
+  readonly #onRequest: GateOptions['onRequest'];
 
   constructor(governor: RateLimiter, logger: Logger, options: GateOptions = {}) {
     this.#governor = governor;
     this.#retry = options.retry ?? {};
     this.#unreachableMs = options.unreachableMs ?? UNREACHABLE_MS;
     this.#logger = logger;
+    this.#onRequest = options.onRequest;
   }
 
   /** The request rate the governor allows now, per second. */
@@ -108,12 +115,15 @@ export class ServiceGate {
       if (kind !== 'download') this.stats.api++;
       try {
         const result = await attempt();
+        this.#onRequest?.(kind, '2xx');
         this.stats.successes++;
         this.#consecutive429 = 0;
         this.#lastAliveAt = monotonicMs();
         if (kind !== 'download') this.#governor.onSuccess();
         return result;
       } catch (error) {
+        const status = error instanceof ApiError && error.kind === 'http' ? error.status : undefined;
+        this.#onRequest?.(kind, status === undefined ? 'network' : status >= 500 ? '5xx' : '4xx');
         this.#observe(error, ticket);
         throw error;
       } finally {

@@ -1,6 +1,7 @@
 import { runFlagOptions } from '../config.js';
-import { UsageError } from '../errors.js';
+import { exitCodeFor, UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
+import type { RunMetrics } from '../metrics/registry.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
 import { type RunResult, runBatch } from '../pipeline/run.js';
 import { humanLogger } from '../util/logger.js';
@@ -9,13 +10,14 @@ import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
 import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';
+import { runExports } from './run-metrics.js';
 
 /**
  * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
  * Both commands check them with `resolvePlanOptions` (exit 2 naming the flag) before any file or
  * network is touched, so a `run` command line turned into `plan` fails the same way.
  */
-export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: CommandDeps) {
+export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: C, deps: CommandDeps) {
   const { values, positionals } = parseFlags(command, args);
   const manifest = positionals[0];
   if (!manifest || positionals.length > 1) {
@@ -27,6 +29,29 @@ export function parseRunArgs(args: string[], command: 'run' | 'plan', deps: Comm
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
+  // Metrics, pushgateway and pings end with the exit code the CLI returns (cli.ts's exitCodeFor).
+  const { metrics, exporter } = runExports(values, deps.env, deps.stderr);
+  await exporter.start();
+  let code: number = 1;
+  try {
+    code = await runPipeline(input, values, deps, metrics);
+    return code;
+  } catch (error) {
+    code = exitCodeFor(error);
+    throw error;
+  } finally {
+    await exporter.end(code);
+  }
+}
+
+/** The run itself, with its progress display; `onEvent` also gets every event (the metrics). */
+async function runPipeline(
+  input: ReturnType<typeof parseRunArgs<'run'>>['input'],
+  values: ReturnType<typeof parseRunArgs<'run'>>['values'],
+  deps: CommandDeps,
+  metrics: Pick<RunMetrics, 'handle' | 'finished'>,
+): Promise<number> {
+  const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
   // --verbose's log lines would not tear: else plain lines.
   const progress = new ProgressPrinter({
@@ -44,7 +69,10 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
         ...(deps.signal ? { stop: deps.signal } : {}),
         ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
       },
-      onEvent: progress.handle,
+      onEvent: (event) => {
+        progress.handle(event);
+        onEvent(event);
+      },
       ...(values.verbose ? { logger: humanLogger(deps.stderr, values['log-level'] ?? 'info') } : {}),
     },
     flagLabel,
@@ -57,6 +85,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     const result = await runBatch(withService(options, target, flagLabel));
     progress.finish();
     deps.stdout.write(summary(result, values.json ?? false, service.sandbox));
+    metrics.finished(result.run.totals);
     return result.exitCode;
   } finally {
     progress.finish();

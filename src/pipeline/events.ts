@@ -47,4 +47,10 @@ export type RunEvent =
     }
   | { type: 'progress'; counts: ProgressCounts }
   | { type: 'warning'; message: string }
-  | { type: 'rate'; rate: number; pauseMs?: number };
+  | { type: 'rate'; rate: number; pauseMs?: number }
+  /** One attempt's answer from the service: for metrics (`submit` includes resent submissions). */
+  | {
+      type: 'request';
+      endpoint: 'styles' | 'submit' | 'poll' | 'download';
+      status: '2xx' | '4xx' | '5xx' | 'network';
+    };

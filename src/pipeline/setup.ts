@@ -169,6 +169,8 @@ export function assembleRun(run: OpenedRun): RunParts {
         rate: event.rate,
         ...(event.type === 'decrease' ? { pauseMs: event.pauseMs } : {}),
       }),
+    onRequest: (kind, status) =>
+      emit({ type: 'request', endpoint: kind === 'submit-ambiguous' ? 'submit' : kind, status }),
     // Nothing left to submit: the last jobs decide when the run ends.
     polls: { draining: () => flow.counts.pending === 0 },
   });

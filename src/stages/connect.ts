@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { KitchenClient } from '../api/client.js';
-import { ServiceGate } from '../api/gate.js';
+import { type GateOptions, ServiceGate } from '../api/gate.js';
 import { type GovernorEvent, type GovernorOptions, RateGovernor, type RateLimiter } from '../api/governor.js';
 import type { RetryOptions } from '../api/policy.js';
 import { InterruptedError } from '../errors.js';
@@ -35,6 +35,8 @@ export interface ConnectOptions {
   sharedRate?: (options: GovernorOptions) => RateLimiter;
   /** Told of every change of the rate, after it is logged. */
   onRate?: (event: GovernorEvent) => void;
+  /** Told of every request's answer (`GateOptions.onRequest`). */
+  onRequest?: GateOptions['onRequest'];
   /** The poll schedule's other hook (`draining`); its `pressure` is the rate's. */
   polls?: Omit<PollSchedulerOptions, 'pressure'>;
 }
@@ -81,6 +83,7 @@ export function connect(options: ConnectOptions): Connection {
   const gate = new ServiceGate(rate, logger, {
     ...(service.retry ? { retry: service.retry } : {}),
     unreachableMs: service.unreachableMs,
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
   const polls = new PollScheduler(MIN_POLL_INTERVAL_MS, undefined, {
     ...options.polls,

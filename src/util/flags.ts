@@ -18,6 +18,8 @@ export type FlagSpec =
       readonly short?: string;
       /** The run option it sets, by path (`limits.concurrency`): messages about it name the flag. */
       readonly sets?: string;
+      /** Repeatable: every value given, in order (`--metrics-label a=1 --metrics-label b=2`). */
+      readonly multiple?: true;
     }
   | {
       readonly type: 'boolean';
@@ -33,7 +35,11 @@ export type FlagTable = Readonly<Record<string, FlagSpec>>;
 
 /** What a parse gives for `table`: the value of each string flag, `true` for each switch given. */
 export type FlagValues<T extends FlagTable> = {
-  -readonly [K in keyof T]?: T[K] extends { readonly type: 'string' } ? string : boolean;
+  -readonly [K in keyof T]?: T[K] extends { readonly type: 'string'; readonly multiple: true }
+    ? string[]
+    : T[K] extends { readonly type: 'string' }
+      ? string
+      : boolean;
 };
 
 /** A command line read against a table: the flags' values and the other words in order. */
@@ -79,7 +85,7 @@ export function readFlags<T extends FlagTable>(table: T, args: readonly string[]
     strict: false,
     tokens: true,
   });
-  const values: Record<string, string | boolean> = {};
+  const values: Record<string, string | string[] | boolean> = {};
   const positionals: string[] = [];
   for (const token of tokens) {
     if (token.kind === 'positional') positionals.push(token.value);
@@ -93,6 +99,8 @@ export function readFlags<T extends FlagTable>(table: T, args: readonly string[]
       throw new FlagRefusal({ kind: 'needs-value', typed: token.rawName });
     } else if (!token.inlineValue && token.value.startsWith('-')) {
       throw new FlagRefusal({ kind: 'needs-value', typed: token.rawName, dashed: token.value });
+    } else if ('multiple' in spec && spec.multiple) {
+      values[token.name] = [...((values[token.name] as string[] | undefined) ?? []), token.value];
     } else {
       values[token.name] = token.value;
     }

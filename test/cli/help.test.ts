@@ -35,7 +35,9 @@ describe('help', () => {
       for (const [name, spec] of Object.entries(flags)) {
         const args = spec.type === 'string' ? [`--${name}`, 'x'] : [`--${name}`];
         const { values } = parseFlags(command, args) as { values: Record<string, unknown> };
-        expect(values[name], `${command} --${name}`).toBe(spec.type === 'string' ? 'x' : true);
+        // A repeatable flag gives every value in order.
+        const expected = spec.type === 'string' ? ('multiple' in spec && spec.multiple ? ['x'] : 'x') : true;
+        expect(values[name], `${command} --${name}`).toEqual(expected);
       }
       expect(() => parseFlags(command, ['--not-a-flag-of-any-command'])).toThrow(UsageError);
     }

@@ -1,0 +1,30 @@
+/**
+ * `run`'s monitoring flags, declared here beside the exports they drive and listed in `run`'s table
+ * (commands/command-table.ts), which keeps the table under its size limit.
+ */
+import type { FlagTable } from '../util/flags.js';
+
+/** `run`'s exports for monitoring (docs/contract.md#metrics): none of them can fail a run. */
+export const METRICS_FLAGS = {
+  'metrics-file': {
+    type: 'string',
+    value: 'PATH',
+    help: "write the run's Prometheus metrics to PATH (text format, for node_exporter's textfile collector) every 60 s and at the end (or KITCHEN_METRICS_FILE)",
+  },
+  pushgateway: {
+    type: 'string',
+    value: 'URL',
+    help: 'push the metrics to a Prometheus pushgateway (job="kitchen-batch") every 60 s and at the end (or KITCHEN_PUSHGATEWAY)',
+  },
+  'metrics-label': {
+    type: 'string',
+    value: 'NAME=VALUE',
+    multiple: true,
+    help: "add a label to the pushgateway's grouping key (repeatable)",
+  },
+  'ping-url': {
+    type: 'string',
+    value: 'URL',
+    help: 'GET URL/start when the run starts and URL/<exit code> when it ends (healthchecks.io style; or KITCHEN_PING_URL)',
+  },
+} as const satisfies FlagTable;
