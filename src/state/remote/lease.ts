@@ -35,6 +35,8 @@ export interface LeaseOptions {
   heartbeatMs?: number;
   /** Called once when another run took the lease. */
   onLost?: (error: StateError) => void;
+  /** The clock heartbeats are aged by (tests move it). @default Date.now */
+  now?: () => number;
 }
 
 /** A held lease. */
@@ -86,7 +88,7 @@ export async function acquireLease(options: LeaseOptions): Promise<Lease> {
       const reason = held.has(`${bucket}/${Key}`)
         ? null
         : holder
-          ? staleReason(holder, stored.heartbeatMs)
+          ? staleReason(holder, stored.heartbeatMs, (options.now ?? Date.now)())
           : 'its object is unreadable';
       if (reason === null) throw lockedError(where, holder ?? mine);
       try {

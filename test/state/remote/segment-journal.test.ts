@@ -145,6 +145,23 @@ describe('the journal as segment objects', () => {
     ]);
   });
 
+  it('a bucket that keeps failing (500 after the retries) breaks the journal: journal_write_failed naming it, every later append too', async () => {
+    const prefix = 'broken/';
+    s3.fail({ method: 'PUT', keyPrefix: `${BUCKET}/${prefix}`, times: 10, status: 500 });
+    const journal = new SegmentJournal({
+      ...run(prefix),
+      nextSeq: 1,
+      mirror: path.join(dir, 'broken.jsonl'),
+    });
+    const error = (await journal
+      .append(itemRecords(0)[0]![0], { sync: true })
+      .catch((e: unknown) => e)) as StateError;
+    s3.heal();
+    expect(error.code).toBe('journal_write_failed');
+    expect(error.message).toContain('s3://state/broken/.kitchen-batch/journal/0000000001.jsonl');
+    await expect(journal.append(itemRecords(0)[1]![0], { sync: true })).rejects.toBe(error);
+  });
+
   it('a gap in the segments is damage: journal_corrupt naming the missing object', async () => {
     const prefix = 'gap/';
     for (const seq of [1, 3]) {
@@ -201,5 +218,64 @@ describe('the lease', () => {
     // A lost lease is not deleted on release: it is the other run's now.
     await lease.release();
     expect(await keys(key)).toEqual([key]);
+  });
+});
+
+describe('the lease of a holder on another machine', () => {
+  it('is taken over only once its heartbeat is over 60 s old', async () => {
+    const prefix = 'lease-c/';
+    const key = `${prefix}.kitchen-batch/lease.json`;
+    const renewed = Date.now();
+    await access.client.send(
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: key,
+        Body: Buffer.from(
+          JSON.stringify({
+            pid: 4242,
+            host: 'pod-elsewhere',
+            started_at: 'earlier',
+            renewed_at: new Date(renewed).toISOString(),
+          }),
+        ),
+      }),
+    );
+    const live = (await acquireLease({ ...run(prefix), now: () => renewed + 30_000 }).catch(
+      (e: unknown) => e,
+    )) as StateError;
+    expect(live.code).toBe('locked');
+    expect(live.message).toContain('pid 4242 on pod-elsewhere');
+    const lease = await acquireLease({ ...run(prefix), now: () => renewed + 120_000 });
+    expect(lease.tookOver).toMatchObject({ pid: 4242, host: 'pod-elsewhere' });
+    expect(lease.tookOver?.reason).toMatch(/^its heartbeat is 1[12]\d s old$/);
+    await lease.release();
+  });
+
+  it('of two runs taking a stale lease at once, exactly one wins; the other is refused naming it', async () => {
+    const prefix = 'lease-d/';
+    const renewed = Date.now();
+    await access.client.send(
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: `${prefix}.kitchen-batch/lease.json`,
+        Body: Buffer.from(
+          JSON.stringify({
+            pid: 7,
+            host: 'gone-pod',
+            started_at: 'x',
+            renewed_at: new Date(renewed).toISOString(),
+          }),
+        ),
+      }),
+    );
+    // Two processes' view: the same lease is not "ours" to either (two module instances would say so).
+    const takers = await Promise.allSettled(
+      [0, 1].map(() => acquireLease({ ...run(prefix), now: () => renewed + 120_000 })),
+    );
+    const won = takers.filter((t) => t.status === 'fulfilled');
+    expect(won).toHaveLength(1);
+    const lost = takers.find((t) => t.status === 'rejected') as PromiseRejectedResult;
+    expect((lost.reason as StateError).code).toBe('locked');
+    await (won[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof acquireLease>>>).value.release();
   });
 });
