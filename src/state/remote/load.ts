@@ -5,10 +5,10 @@
  * short (the snapshot was stored, some deletes were not) and are ignored, then removed by the next
  * compaction. A gap in the numbering is damage, never skipped: the run refuses to go on.
  */
+import { once } from 'node:events';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -95,7 +95,10 @@ export async function loadRemoteJournal(run: RemoteRun, localFile: string): Prom
     ];
     for (const key of objects) {
       const answer = await run.access.client.send(new GetObjectCommand({ Bucket: run.bucket, Key: key }));
-      await pipeline(answer.Body as Readable, out, { end: false });
+      // Written by hand, not by one pipeline per object: those would pile listeners on `out`.
+      for await (const chunk of answer.Body as Readable) {
+        if (!out.write(chunk)) await once(out, 'drain');
+      }
     }
     await new Promise<void>((resolve, reject) =>
       out.end((error?: Error | null) => (error ? reject(error) : resolve())),
