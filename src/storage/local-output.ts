@@ -130,20 +130,7 @@ export class LocalOutputStore implements OutputStore {
 
   async sweep(prefix: string, olderThanMs = 0): Promise<string[]> {
     const dir = prefix === '' ? this.location : this.#file(prefix.replace(/\/$/, ''));
-    const names = await readdir(dir).catch(() => [] as string[]);
-    const removed: string[] = [];
-    for (const name of names) {
-      if (!isStaged(name)) continue;
-      const file = path.join(dir, name);
-      if (olderThanMs > 0) {
-        // Another writer may be filling it now: only one left alone that long is left over.
-        const st = await stat(file).catch(() => null);
-        if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
-      }
-      await rm(file, { force: true });
-      removed.push(name);
-    }
-    return removed;
+    return removeLeftovers(dir, isStaged, olderThanMs);
   }
 
   refOf(relative: string): string {
@@ -238,6 +225,30 @@ export class LocalOutputStore implements OutputStore {
       if (st) yield { key, size: st.size, mtimeMs: st.mtimeMs };
     }
   }
+}
+
+/**
+ * Removes the files of `dir` that `match` accepts and nobody wrote to for `olderThanMs` (0: all of
+ * them); returns their names. Staged files of killed writers, in a run folder or a bucket's cache.
+ */
+export async function removeLeftovers(
+  dir: string,
+  match: (name: string) => boolean,
+  olderThanMs: number,
+): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (!match(name)) continue;
+    const file = path.join(dir, name);
+    if (olderThanMs > 0) {
+      // Another writer may be filling it now: only one left alone that long is left over.
+      const st = await stat(file).catch(() => null);
+      if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
+    }
+    await rm(file, { force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 function tempName(file: string): string {

@@ -22,7 +22,7 @@ const FORBIDDEN = new Set([
   'CredentialsProviderError',
 ]);
 // Socket-level failures the SDK retried and gave up on (Node's errno codes and the SDK's timeout names).
-const NETWORK = new Set([
+export const NETWORK: ReadonlySet<string> = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
   'ECONNABORTED',
@@ -38,13 +38,13 @@ const NETWORK = new Set([
 ]);
 
 /** The fields of an SDK error this mapping reads (an S3ServiceException, a network or credential error). */
-interface SdkErrorShape {
+export interface SdkErrorShape {
   name?: unknown;
   code?: unknown;
   $metadata?: { httpStatusCode?: number; attempts?: number };
 }
 
-function shape(error: unknown): SdkErrorShape {
+export function shape(error: unknown): SdkErrorShape {
   return typeof error === 'object' && error !== null ? (error as SdkErrorShape) : {};
 }
 

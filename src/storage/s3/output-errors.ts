@@ -8,22 +8,8 @@
 
 import { StorageError } from '../types.js';
 import { describeS3Access, type S3Access } from './client.js';
+import { NETWORK, shape } from './errors.js';
 
-// Socket-level failures and the SDK's timeout names.
-const NETWORK = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EAI_AGAIN',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'TimeoutError',
-  'RequestTimeout',
-  'RequestTimeoutException',
-]);
 // Answers that say "try later" rather than "no".
 const BUSY = new Set([
   'SlowDown',
@@ -32,16 +18,6 @@ const BUSY = new Set([
   'Throttling',
   'ThrottlingException',
 ]);
-
-interface SdkErrorShape {
-  name?: unknown;
-  code?: unknown;
-  $metadata?: { httpStatusCode?: number; attempts?: number };
-}
-
-function shape(error: unknown): SdkErrorShape {
-  return typeof error === 'object' && error !== null ? (error as SdkErrorShape) : {};
-}
 
 /** The S3 error code and HTTP status of an SDK error (`NoSuchBucket, HTTP 404`), or its errno. */
 export function s3Said(error: unknown): string {

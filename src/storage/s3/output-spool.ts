@@ -4,12 +4,10 @@
  * absent, so nothing partial ever shows in the bucket), and the {@link ObjectWriter} over them.
  */
 import { randomBytes } from 'node:crypto';
-import { type FileHandle, mkdir, open, rm } from 'node:fs/promises';
+import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { LocalObjectWriter } from '../local-output.js';
 import type { ObjectWriter, PutBody, StoredObject } from '../types.js';
-
-/** Text is written out in pieces of this size: few syscalls, flat memory. */
-const WRITE_CHUNK = 64 * 1024;
 
 /** The suffix every staged or spooled file has, so that a sweep recognises them. */
 export const STAGED_SUFFIX = '.part';
@@ -40,53 +38,21 @@ export async function spool(file: string, body: PutBody): Promise<void> {
   }
 }
 
-/** {@link ObjectWriter} of the S3 store: text spooled to a temp file in 64 KiB writes, PUT on commit. */
-export class SpoolWriter implements ObjectWriter {
-  readonly #handle: FileHandle;
-  readonly #file: string;
-  readonly #send: (file: string) => Promise<StoredObject>;
-  #buffer = '';
-
-  /** `send` PUTs the finished file; the writer removes it afterwards, sent or not. */
-  constructor(handle: FileHandle, file: string, send: (file: string) => Promise<StoredObject>) {
-    this.#handle = handle;
-    this.#file = file;
-    this.#send = send;
-  }
-
-  /** Opens a writer on a fresh staged file for `key`. */
-  static async open(
-    stagingDir: string,
-    key: string,
-    send: (file: string) => Promise<StoredObject>,
-  ): Promise<SpoolWriter> {
-    const file = await stagedPath(stagingDir, key);
-    return new SpoolWriter(await open(file, 'w'), file, send);
-  }
-
-  async write(text: string): Promise<void> {
-    this.#buffer += text;
-    if (this.#buffer.length >= WRITE_CHUNK) await this.#flush();
-  }
-
-  async commit(): Promise<StoredObject> {
+/**
+ * {@link ObjectWriter} of the S3 store: text spooled to a staged file (the local store's writer, in
+ * 64 KiB writes), which `send` PUTs on commit; the file is removed afterwards, sent or not.
+ */
+export async function spoolWriter(
+  stagingDir: string,
+  key: string,
+  send: (file: string) => Promise<StoredObject>,
+): Promise<ObjectWriter> {
+  const file = await stagedPath(stagingDir, key);
+  return new LocalObjectWriter(await open(file, 'w'), file, false, async () => {
     try {
-      await this.#flush();
-      await this.#handle.close();
-      return await this.#send(this.#file);
+      return await send(file);
     } finally {
-      await this.abort();
+      await rm(file, { force: true });
     }
-  }
-
-  async abort(): Promise<void> {
-    await this.#handle.close().catch(() => {});
-    await rm(this.#file, { force: true });
-  }
-
-  async #flush(): Promise<void> {
-    const text = this.#buffer;
-    this.#buffer = '';
-    if (text) await this.#handle.writeFile(text);
-  }
+  });
 }

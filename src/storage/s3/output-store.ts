@@ -16,7 +16,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -27,6 +27,7 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
+import { removeLeftovers } from '../local-output.js';
 import {
   type ObjectWriter,
   type OutputStore,
@@ -39,7 +40,7 @@ import {
 import type { S3Access } from './client.js';
 import { nameOf, statusOf, toStoreError } from './output-errors.js';
 import { type PutTarget, sendFile, sendPut } from './output-put.js';
-import { flatName, SpoolWriter, STAGED_SUFFIX, spool, stagedPath } from './output-spool.js';
+import { flatName, STAGED_SUFFIX, spool, spoolWriter, stagedPath } from './output-spool.js';
 import { checkKey, resolveInBucket } from './output-url.js';
 import { formatS3Ref } from './ref.js';
 
@@ -104,7 +105,7 @@ export class S3OutputStore implements OutputStore {
   async writer(key: string, options: PutOptions = {}): Promise<ObjectWriter> {
     checkKey(key);
     await this.evict(key);
-    return SpoolWriter.open(this.#staging, key, (file) => sendFile(this.#target, key, file, options));
+    return spoolWriter(this.#staging, key, (file) => sendFile(this.#target, key, file, options));
   }
 
   async stage(near: string): Promise<StagedFile> {
@@ -219,19 +220,8 @@ export class S3OutputStore implements OutputStore {
    * that nobody wrote to for `olderThanMs`. The bucket has nothing to sweep: a PUT is whole or absent.
    */
   async sweep(prefix: string, olderThanMs = 0): Promise<string[]> {
-    const names = await readdir(this.#staging).catch(() => [] as string[]);
-    const removed: string[] = [];
-    for (const name of names) {
-      if (!name.endsWith(STAGED_SUFFIX) || !name.startsWith(flatName(prefix))) continue;
-      const file = path.join(this.#staging, name);
-      if (olderThanMs > 0) {
-        const st = await stat(file).catch(() => null);
-        if (!st || Date.now() - st.mtimeMs < olderThanMs) continue;
-      }
-      await rm(file, { force: true });
-      removed.push(name);
-    }
-    return removed;
+    const mine = (name: string) => name.endsWith(STAGED_SUFFIX) && name.startsWith(flatName(prefix));
+    return removeLeftovers(this.#staging, mine, olderThanMs);
   }
 
   /**
