@@ -1,5 +1,5 @@
 /**
- * A run's output in a bucket (`--out s3://bucket/prefix/`, docs/contract.md#object-storage), opened
+ * A run's output in a bucket (`--out s3://bucket/prefix/`, docs/contract.md#outputs-in-object-storage), opened
  * as {@link openRunFolder} opens a local folder: the prefix proven writable (a probe object), the
  * lease taken, the journal's segments read into a local cache file and folded, then continued as new
  * segments. Results, reports and thumbnails go through the S3 output store. The local folder
