@@ -56,10 +56,14 @@ export async function benchS3Out(): Promise<unknown> {
     const url = `s3://${BUCKET}/nightly/`;
     const cache = path.join(dir, 'cache-1');
     const mark = s3.requests.length;
+    // This process runs the S3 server (s3rver and the front): its CPU during the run is the server's.
+    const serverCpu = process.cpuUsage();
     const remote = await measureCli(dir, manifest, url, emulator, ['--no-review', '--cache', cache], {
       env,
       logDir: cache,
     });
+    const { user, system } = process.cpuUsage(serverCpu);
+    const serverCpuS = (user + system) / 1e6;
     const seen = s3.requests.slice(mark);
     const byKind = new Map<string, Map<string, number>>();
     for (const r of seen) {
@@ -127,11 +131,20 @@ export async function benchS3Out(): Promise<unknown> {
       ['target', 'figure', 'verdict'],
       targets.map(([name, figure, ok]) => [name, figure, verdict(ok)]),
     );
+    console.log(
+      `  S3 server (s3rver + front, in this process) CPU during the s3:// run: ${fmt(serverCpuS)} s ` +
+        `for ${seen.length} requests, beside the CLI's ${fmt(remote.cpuS)} s, on 2 cores`,
+    );
     console.log(`  rerun from an empty cache: ${fmt(rerun.wallS)} s, ${rerunSeen.length} S3 requests`);
     return {
       items,
       local: { wall_s: local.wallS, peak_rss_mb: local.peakRssMb },
-      s3: { wall_s: remote.wallS, peak_rss_mb: remote.peakRssMb },
+      s3: {
+        wall_s: remote.wallS,
+        peak_rss_mb: remote.peakRssMb,
+        cli_cpu_s: remote.cpuS,
+        server_cpu_s: serverCpuS,
+      },
       rerun: { wall_s: rerun.wallS, s3_requests: rerunSeen.length, result_traffic: resultTraffic },
       requests: Object.fromEntries([...byKind].map(([k, m]) => [k, Object.fromEntries(m)])),
       targets: targets.map(([name, figure, ok]) => ({ name, figure, ok })),
