@@ -238,7 +238,7 @@ async function submitAfterPreflight(
 /**
  * A finished result is intact when its size and mtime are as recorded (or, with `verify`, its
  * sha256). An object that carries its sha256 (an S3 result's metadata, written by this tool after
- * verifying the bytes) is intact when that and its size match: never read again.
+ * verifying the bytes) is intact when that and its size match: not read again, but with `verify`.
  */
 export async function resultIntact(
   state: ItemState,
@@ -250,7 +250,8 @@ export async function resultIntact(
   // The journal's `output` is the result's key (`results/<id>.<ext>`); a key the store refuses is no result.
   const st = await output.head(state.output).catch(() => null);
   if (!st || st.size !== state.bytes) return false;
-  if (st.sha256 !== undefined) return st.sha256 === state.sha256;
+  // `verify` reads the bytes whatever the metadata says.
+  if (st.sha256 !== undefined && !verify) return st.sha256 === state.sha256;
   if (!verify && st.mtimeMs === state.mtimeMs) return true;
   const key = state.output;
   return (await output.get(key).then(sha256Stream, () => null)) === state.sha256;
