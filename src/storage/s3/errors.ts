@@ -48,6 +48,22 @@ export function shape(error: unknown): SdkErrorShape {
   return typeof error === 'object' && error !== null ? (error as SdkErrorShape) : {};
 }
 
+/**
+ * What an SDK error says, for messages: its S3 error code (`name`), errno, HTTP status, attempts,
+ * and `said` (`NoSuchBucket, HTTP 404`; the status alone when a bodiless answer left no name).
+ */
+export function sdkFacts(error: unknown) {
+  const e = shape(error);
+  const name = typeof e.name === 'string' ? e.name : 'Error';
+  const errno = typeof e.code === 'string' ? e.code : undefined;
+  const status = e.$metadata?.httpStatusCode;
+  const attempts = e.$metadata?.attempts ?? 0;
+  // A bodiless answer (HEAD, some proxies) leaves the SDK nothing to name it by but the status.
+  const named = name !== 'Unknown' && name !== 'UnknownError' && name !== 'Error';
+  const said = status === undefined ? name : named ? `${name}, HTTP ${status}` : `HTTP ${status}`;
+  return { name, errno, status, attempts, said };
+}
+
 /** Whether `error` is the caller's own abort (an AbortSignal), which is not a source fault. */
 export function isAbort(error: unknown): boolean {
   const { name } = shape(error);
@@ -60,14 +76,7 @@ export function isAbort(error: unknown): boolean {
  */
 export function toSourceError(error: unknown, ref: string): SourceError {
   if (error instanceof SourceError) return error;
-  const e = shape(error);
-  const name = typeof e.name === 'string' ? e.name : 'Error';
-  const errno = typeof e.code === 'string' ? e.code : undefined;
-  const status = e.$metadata?.httpStatusCode;
-  const attempts = e.$metadata?.attempts ?? 0;
-  // A bodiless answer (HEAD, some proxies) leaves the SDK nothing to name it by but the status.
-  const named = name !== 'Unknown' && name !== 'UnknownError' && name !== 'Error';
-  const said = status === undefined ? name : named ? `${name}, HTTP ${status}` : `HTTP ${status}`;
+  const { name, errno, status, attempts, said } = sdkFacts(error);
 
   let code: SourceErrorCode;
   let reason: SourceErrorReason = 'status';

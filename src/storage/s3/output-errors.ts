@@ -8,7 +8,7 @@
 
 import { StorageError } from '../types.js';
 import { describeS3Access, type S3Access } from './client.js';
-import { NETWORK, shape } from './errors.js';
+import { NETWORK, sdkFacts, shape } from './errors.js';
 
 // Answers that say "try later" rather than "no".
 const BUSY = new Set([
@@ -21,14 +21,9 @@ const BUSY = new Set([
 
 /** The S3 error code and HTTP status of an SDK error (`NoSuchBucket, HTTP 404`), or its errno. */
 export function s3Said(error: unknown): string {
-  const e = shape(error);
-  const name = typeof e.name === 'string' ? e.name : 'Error';
-  const errno = typeof e.code === 'string' ? e.code : undefined;
-  const status = e.$metadata?.httpStatusCode;
-  const attempts = e.$metadata?.attempts ?? 0;
-  const named = name !== 'Unknown' && name !== 'UnknownError' && name !== 'Error';
-  const said = status === undefined ? (errno ?? name) : named ? `${name}, HTTP ${status}` : `HTTP ${status}`;
-  return attempts > 1 ? `${said}, after ${attempts} attempts` : said;
+  const facts = sdkFacts(error);
+  const said = facts.status === undefined ? (facts.errno ?? facts.name) : facts.said;
+  return facts.attempts > 1 ? `${said}, after ${facts.attempts} attempts` : said;
 }
 
 /** The HTTP status an SDK error carries, if any. */
