@@ -112,11 +112,25 @@ describe.skipIf(!HAS_REDIS)(
       expect(codes, [west, north].map((w) => w.stderr()).join('\n')).toEqual([0, 0]);
 
       const ids = rows.flatMap((_, i) => styles.map((style) => `p${i}__${style}`));
-      const states = await itemStates(redis.url);
+      let states = await itemStates(redis.url);
       expect([...states.keys()].sort()).toEqual([...ids].sort());
+      // An item the kill caught between its POST and the 202 is incomplete/submit_unknown, sent again
+      // only by another enqueue (docs/contract.md#worker-mode); every other one is done.
+      const unknown = [...states.values()].filter((s) => s.phase !== 'downloaded');
+      for (const s of unknown) expect(s.error?.code, s.id).toBe('submit_unknown');
+      if (unknown.length > 0) {
+        const again = await cli(
+          ['enqueue', `s3://${BUCKET}/feeds/nightly.csv`, '--redis', redis.url, '--out', out, '--json'],
+          env,
+          home.dir,
+        );
+        expect(again.code, again.stderr).toBe(0);
+        expect(await exitOf(await start('south'), 120_000)).toBe(0);
+        states = await itemStates(redis.url);
+      }
       expect([...states.values()].every((s) => s.phase === 'downloaded')).toBe(true);
-      // Every item once: no job created twice for one item.
-      expect([...sandbox.stats.createsByItem.values()].every((n) => n === 1)).toBe(true);
+      // Every item once, but for those sent again after an unknown outcome.
+      expect(sandbox.stats.jobs).toBeLessThanOrEqual(ids.length + unknown.length);
       const listed = await client.send(
         new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'runs/nightly/results/' }),
       );
