@@ -91,11 +91,25 @@ export async function benchS3Out(): Promise<unknown> {
       fmt(items / r.wallS, 0),
       fmt(r.peakRssMb, 0),
       fmt(r.cpuS, 1),
+      r.tailS === null ? '-' : fmt(r.tailS, 1),
+      fmt(r.emulatorCpuS, 1),
       `${r.requests.creates}/${r.requests.polls}`,
     ];
-    // The CLI's CPU seconds tell its own cost from the S3 server's (which runs in this process).
+    // The CLI's CPU seconds tell its own cost from the S3 server's (which runs in this process); the
+    // tail is the time from the last download to the exit (reports, thumbnails, the state's last commit).
     printTable(
-      ['--out', 'exit', 'succeeded', 'wall s', 'items/s', 'peak RSS MB', 'CLI CPU s', 'POST/polls'],
+      [
+        '--out',
+        'exit',
+        'succeeded',
+        'wall s',
+        'items/s',
+        'peak RSS MB',
+        'CLI CPU s',
+        'tail s',
+        'emulator CPU s',
+        'POST/polls',
+      ],
       [row('local folder', local), row('s3:// (loopback)', remote), row('s3://, rerun, empty cache', rerun)],
     );
     printTable(

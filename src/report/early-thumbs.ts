@@ -2,10 +2,13 @@ import PQueue from 'p-queue';
 import type { RunEvent } from '../pipeline/events.js';
 import type { StateLookup } from '../state/table.js';
 import { localSources } from '../storage/local-source.js';
-import type { OutputStore, SourceStore } from '../storage/types.js';
+import type { OutputStore, SourceStore, StoredObject } from '../storage/types.js';
 import { reportItem } from './build.js';
 import { ensureThumbnail, planThumbs, ThumbNames } from './thumbs.js';
 import { sourceRef } from './write.js';
+
+/** A listing that holds nothing: the thumbnail is made without asking the store first. */
+const NOTHING_LISTED: ReadonlyMap<string, StoredObject> = new Map();
 
 /** What {@link EarlyThumbnails} reads. */
 export interface EarlyThumbnailsDeps {
@@ -30,6 +33,8 @@ export class EarlyThumbnails {
   readonly #deps: EarlyThumbnailsDeps;
   readonly #queue = new PQueue({ concurrency: 1 });
   readonly #names = new ThumbNames();
+  /** Thumbnails already queued: a photo in five styles is shrunk (or looked up) once. Page-sized. */
+  readonly #queued = new Set<string>();
 
   constructor(deps: EarlyThumbnailsDeps) {
     this.#deps = deps;
@@ -49,9 +54,12 @@ export class EarlyThumbnails {
       sourcePath: (item) => sourceRef(item.image, manifestDir, this.#deps.sources !== undefined),
     });
     for (const job of [thumbs.srcJob, thumbs.outJob]) {
-      if (!job) continue;
+      if (!job || this.#queued.has(job.dest)) continue;
+      this.#queued.add(job.dest);
+      // The result was stored just now: no thumbnail of it can exist yet, so none is looked up.
+      const where = job === thumbs.outJob ? { ...stores, listed: NOTHING_LISTED } : stores;
       void this.#queue.add(async () => {
-        await ensureThumbnail(job, this.#deps.size ?? 320, stores);
+        await ensureThumbnail(job, this.#deps.size ?? 320, where);
       });
     }
   };

@@ -5,7 +5,7 @@ import { sniff } from '../image/sniff.js';
 import { normalisation } from '../preflight/analyse.js';
 import { LocalOutputStore } from '../storage/local-output.js';
 import { localSources } from '../storage/local-source.js';
-import type { OpenedSource, OutputStore, SourceStore } from '../storage/types.js';
+import type { OpenedSource, OutputStore, SourceStore, StoredObject } from '../storage/types.js';
 import type { ReportItem } from '../types.js';
 import { safeId } from '../util/ids.js';
 
@@ -28,6 +28,17 @@ export interface ThumbOutcome {
 export interface ThumbStores {
   sources: SourceStore;
   output: OutputStore;
+  /**
+   * The thumbnails that exist, from one listing of their folder, when the caller made one: a key
+   * absent from it is taken as absent (no HEAD). Without it each thumbnail asks the store.
+   */
+  listed?: ReadonlyMap<string, StoredObject>;
+}
+
+/** The thumbnail stored under `key`, if any: from the listing when there is one, else the store's answer. */
+async function existingThumb(stores: ThumbStores, key: string): Promise<StoredObject | null> {
+  if (stores.listed) return stores.listed.get(key) ?? null;
+  return stores.output.head(key).catch(() => null);
 }
 
 /** Sources up to this size are read to see whether they are thumbnail-sized already. */
@@ -74,7 +85,7 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
     source = await stores.sources.open(job.source);
   } catch {
     // A source out of reach (a bucket result not in this machine's cache) keeps the thumb it has.
-    const made = await stores.output.head(job.dest).catch(() => null);
+    const made = await existingThumb(stores, job.dest);
     return { state: made ? 'reused' : 'failed', file: job.dest };
   }
   let copy: Buffer | null = null;
@@ -89,9 +100,13 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
       dest = job.dest.replace(/\.webp$/, `.${own}`);
     }
   }
-  // `>=`: a thumb written in the same millisecond as its source was still made from that source.
-  const made = await stores.output.head(dest).catch(() => null);
-  if (made && made.mtimeMs >= source.mtimeMs) return { state: 'reused', file: dest };
+  // In whole seconds, since S3 keeps Last-Modified to the second: a result and its thumb written in
+  // one second would otherwise look stale on every report. A source rewritten within the second its
+  // thumb was made keeps that thumb (a preview, and the next change of the source remakes it).
+  const made = await existingThumb(stores, dest);
+  if (made && Math.floor(made.mtimeMs / 1000) >= Math.floor(source.mtimeMs / 1000)) {
+    return { state: 'reused', file: dest };
+  }
   try {
     const body =
       copy ??
@@ -147,16 +162,41 @@ export async function ensureThumbnails(
   const unique = new Map<string, ThumbJob>();
   for (const job of jobs) if (!unique.has(job.dest)) unique.set(job.dest, job);
   const queue = [...unique.values()];
+  // One listing per folder (a few requests per thousand thumbnails on a bucket) instead of a HEAD each.
+  const listed = await listFolders(
+    options.output,
+    new Set(queue.map((job) => `${path.posix.dirname(job.dest)}/`)),
+  );
+  const stores: ThumbStores = listed ? { ...options, listed } : options;
   const outcomes = new Map<string, ThumbOutcome>();
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let job = queue[next++]; job !== undefined; job = queue[next++]) {
-      outcomes.set(job.dest, await ensureThumbnail(job, options.size, options));
+      outcomes.set(job.dest, await ensureThumbnail(job, options.size, stores));
     }
   };
   const workers = Math.max(1, Math.min(options.concurrency, queue.length));
   await Promise.all(Array.from({ length: workers }, worker));
   return outcomes;
+}
+
+/**
+ * What the output store holds under each of `folders`, by key; undefined when a listing fails (each
+ * thumbnail then asks the store itself, as without a listing).
+ */
+async function listFolders(
+  output: OutputStore,
+  folders: ReadonlySet<string>,
+): Promise<Map<string, StoredObject> | undefined> {
+  const listed = new Map<string, StoredObject>();
+  try {
+    for (const folder of folders) {
+      for await (const object of output.list(folder)) listed.set(object.key, object);
+    }
+  } catch {
+    return undefined;
+  }
+  return listed;
 }
 
 /** Where an item's thumbnails go, and its result's link. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { KitchenClient } from '../api/client.js';
 import type { ServiceGate } from '../api/gate.js';
-import type { ItemStore } from '../state/items.js';
+import type { ItemStore, RecordOptions } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
 import type { OutputStore } from '../storage/types.js';
 import type { PreparedUpload } from './decide.js';
@@ -12,10 +12,10 @@ import type { PollScheduler } from './poll-schedule.js';
 /**
  * Where a stage records what it learnt: the journal under `run` ({@link ItemStore}), Redis under a
  * worker (`src/worker/store.ts`). Resolves once the record is durable (`sync`: before a POST
- * leaves, after a 202, after a download) and applied to the item's state object.
+ * leaves, after a 202, after a download; unless `wait: false`) and applied to the item's state object.
  */
 export interface StageStore {
-  record(record: Exclude<ItemRecord, { t: 'item' }>, options?: { sync?: boolean }): Promise<void>;
+  record(record: Exclude<ItemRecord, { t: 'item' }>, options?: RecordOptions): Promise<void>;
 }
 
 /**

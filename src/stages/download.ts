@@ -85,7 +85,9 @@ export async function downloadItem(ctx: StageContext, state: ItemState): Promise
           bytes: file.bytes,
           mtime_ms: stored.mtimeMs,
         },
-        { sync: true },
+        // The result is stored whole already; the record commits before anything recorded later
+        // (the next POST's `submitting` waits for it), so the job slot need not.
+        { sync: true, wait: false },
       );
       ctx.logger.info({ event: 'downloaded', item: id, job_id: jobId, bytes: file.bytes }, 'result saved');
       return { kind: 'downloaded', jobId };

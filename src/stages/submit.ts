@@ -1,6 +1,6 @@
 /**
  * Submit: one POST of a prepared image, journaled so that a crash can never lose a job id (the
- * `submitting` record is fsynced before the request leaves, `accepted` right after the 202). Resent
+ * `submitting` record is fsynced before the request leaves, `accepted` committed right after the 202). Resent
  * automatically only when the service cannot have created the job (docs/contract.md#rules).
  */
 import { readFile } from 'node:fs/promises';
@@ -94,7 +94,12 @@ export async function submitItem(
       },
       { signal: ctx.stop, label: id },
     );
-    await ctx.store.record({ t: 'accepted', id, fp, job_id: job.id, at: isoWithOffset() }, { sync: true });
+    // Committed in the group commit that starts now, but not waited for: polling and the download
+    // cost nothing, and the `downloaded` record (or the next POST's `submitting`) commits after it.
+    await ctx.store.record(
+      { t: 'accepted', id, fp, job_id: job.id, at: isoWithOffset() },
+      { sync: true, wait: false },
+    );
     ctx.polls.accepted(id, job.createdAt);
     ctx.logger.info({ event: 'accepted', item: id, job_id: job.id }, 'job accepted');
     await options.accepted?.();

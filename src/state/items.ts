@@ -4,6 +4,20 @@ import type { ItemRecord, JournalRecord } from './records.js';
 import { applyRecord, type ItemState, internItem, newItemState, type Phase } from './state.js';
 import type { ItemTable, StateLookup } from './table.js';
 
+/** How a record is made durable (`StageStore.record` in stages/context.ts). */
+export interface RecordOptions {
+  /** Durable before the call resolves (a POST is about to leave; a 202 or a result has arrived). */
+  sync?: boolean;
+  /**
+   * `false` with `sync`: the record is applied at once and goes out in the group commit already
+   * scheduled, which the caller does not wait for. Only for records whose caller sends nothing that
+   * costs before the next record it waits for: every later record commits
+   * after it, so a crash loses it exactly as if the caller had waited, and a failed commit still
+   * breaks the journal and stops the run. @default true
+   */
+  wait?: boolean;
+}
+
 /** What an item is, as its `item` record says: written when it is first seen or changed. */
 export type ItemIdentity = Omit<Extract<JournalRecord, { t: 'item' }>, 't'>;
 
@@ -111,8 +125,11 @@ export class ItemStore implements StateLookup {
    * Appends a record about an item and applies it. With `sync`, resolves only once the record is on
    * disk (before a POST leaves, after a 202, after a download).
    */
-  async record(record: Exclude<ItemRecord, { t: 'item' }>, options: { sync?: boolean } = {}): Promise<void> {
-    await this.#append(record, options.sync ?? false);
+  async record(record: Exclude<ItemRecord, { t: 'item' }>, options: RecordOptions = {}): Promise<void> {
+    const appended = this.#append(record, options.sync ?? false);
+    // Not waited for: a failure has already been reported to #onFailure, which stops the run.
+    if (options.wait === false) appended.catch(() => {});
+    else await appended;
     const open = this.#open.get(record.id);
     const state = open ?? this.#table.get(record.id);
     if (!state) return;

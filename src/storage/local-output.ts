@@ -38,6 +38,7 @@ function isTemp(name: string): boolean {
 
 /** {@link OutputStore} over a local folder. */
 export class LocalOutputStore implements OutputStore {
+  readonly remote = false;
   readonly location: string;
   /** One coalesced folder fsync per folder: 64 results renamed at once cost two fsyncs, not 64. */
   readonly #syncs = new Map<string, () => Promise<void>>();

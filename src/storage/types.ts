@@ -178,13 +178,18 @@ export interface StagedFile {
 }
 
 /**
- * The run's outputs: results, reports, thumbnails, the plan file. The local folder is the one
- * implementation today (`LocalOutputStore`); an S3 prefix is the next. Every write is atomic: a
- * reader sees the old object or the new one, never a torn one.
+ * The run's outputs: results, reports, thumbnails, the plan file: a local folder
+ * (`LocalOutputStore`) or an S3 prefix (`S3OutputStore`). Every write is atomic: a reader sees the
+ * old object or the new one, never a torn one.
  */
 export interface OutputStore {
   /** Where the store is, for messages: the folder's absolute path, or the bucket URL. */
   readonly location: string;
+  /**
+   * Each write waits on a network round trip (a bucket): callers that write many small objects
+   * (thumbnails) keep more of them under way, so the CPU is not idle while they travel.
+   */
+  readonly remote: boolean;
   /** Writes `body` under `key`, whole or not at all. */
   put(key: string, body: PutBody, options?: PutOptions): Promise<StoredObject>;
   /** Starts a streamed write of `key` (see {@link ObjectWriter}). */

@@ -112,4 +112,34 @@ describe('ItemStore: every change journaled and applied in one call', () => {
     expect(failures[0]).toBeInstanceOf(StateError);
     expect(state).toMatchObject({ phase: 'new', submissions: 0 });
   });
+
+  it('wait: false applies at once, commits before any later record, and a failed commit still stops the run', async () => {
+    const { file, journal, store, failures } = await open();
+    const a = await store.plan(identity('a'));
+    await store.record({ t: 'submitting', id: 'a', fp: 'fp1', at: 't' }, { sync: true });
+    const syncs = journal.stats.syncs;
+    await store.record(
+      { t: 'accepted', id: 'a', fp: 'fp1', job_id: 'j1', at: 't' },
+      { sync: true, wait: false },
+    );
+    expect(a).toMatchObject({ phase: 'accepted', jobId: 'j1' });
+    await store.plan(identity('b'));
+    await store.record({ t: 'submitting', id: 'b', fp: 'fp1', at: 't' }, { sync: true });
+    // The awaited record's fsync covered the earlier one too: on disk, in order.
+    expect(journal.stats.syncs).toBeGreaterThan(syncs);
+    const lines = (await readFile(file, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).t);
+    expect(lines).toEqual(['item', 'submitting', 'accepted', 'item', 'submitting']);
+
+    await journal.close();
+    await store.record(
+      { t: 'accepted', id: 'b', fp: 'fp1', job_id: 'j2', at: 't' },
+      { sync: true, wait: false },
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toBeInstanceOf(StateError);
+  });
 });

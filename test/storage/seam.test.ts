@@ -22,6 +22,7 @@ import { kitchenImage } from '../support/images.js';
 
 /** An output store that records what is written through it, over a local one. */
 class RecordingStore implements OutputStore {
+  readonly remote = false;
   readonly written: Array<{ key: string; options: PutOptions }> = [];
   readonly #inner: OutputStore;
 

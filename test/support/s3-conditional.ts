@@ -15,6 +15,9 @@
  * - injected faults ({@link ConditionalS3.fail}): an S3 error status (503 SlowDown, 500, 409
  *   ConditionalRequestConflict) or a reset connection, for the next N matching requests;
  * - a record of every request (method, key, status, headers), for assertions and secret greps.
+ *
+ * The ETags of keys written through it are remembered, so a conditional write costs s3rver no HEAD
+ * (the benchmark of issue 33 runs this server on the machine it measures).
  */
 import { once } from 'node:events';
 import http from 'node:http';
@@ -70,11 +73,36 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
   /** The tail of each key's queue of conditional writes. */
   const locks = new Map<string, Promise<void>>();
 
-  const forward = (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): Promise<number> =>
+  /**
+   * The ETag of each key this front has seen written (null: seen deleted), so that a conditional
+   * write needs no HEAD of its own. Only what is certain is kept: anything else (a multipart
+   * upload, a batch delete) forgets the keys it may touch, and they are asked of s3rver again.
+   */
+  const known = new Map<string, string | null>();
+  const learn = (req: http.IncomingMessage, key: string, answer: http.IncomingMessage): void => {
+    const ok = (answer.statusCode ?? 500) < 300;
+    const query = new URL(req.url ?? '/', 'http://front').searchParams;
+    // The SDK adds `x-id=PutObject`; a multipart part, its completion or a batch delete is not one write.
+    const single = !['uploadId', 'uploads', 'partNumber', 'delete'].some((name) => query.has(name));
+    if (req.method === 'PUT' && ok && single && answer.headers.etag && !req.headers['x-amz-copy-source']) {
+      known.set(key, unquote(String(answer.headers.etag)));
+    } else if (req.method === 'DELETE' && ok && single) known.set(key, null);
+    else if (req.method !== 'GET' && req.method !== 'HEAD') {
+      for (const seen of known.keys()) if (seen.startsWith(key)) known.delete(seen);
+    }
+  };
+
+  const forward = (
+    req: http.IncomingMessage,
+    body: Buffer,
+    res: http.ServerResponse,
+    key: string,
+  ): Promise<number> =>
     new Promise((resolve, reject) => {
       const out = http.request(
         { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
         (answer) => {
+          learn(req, key, answer);
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);
           answer.on('end', () => resolve(answer.statusCode ?? 502));
@@ -86,8 +114,10 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
     });
 
   /** The stored object's ETag (quotes stripped), or null when there is none. s3rver serves anonymous HEADs. */
-  const etagOf = (path: string): Promise<string | null> =>
-    new Promise((resolve, reject) => {
+  const etagOf = (path: string, key: string): Promise<string | null> => {
+    const seen = known.get(key);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
       const head = http.request(
         { host: target.hostname, port: target.port, method: 'HEAD', path: path.split('?')[0] },
         (answer) => {
@@ -100,6 +130,7 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
       head.on('error', reject);
       head.end();
     });
+  };
 
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://front');
@@ -126,7 +157,7 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
     const conditional = req.method === 'PUT' && (ifNoneMatch || ifMatch) && !url.searchParams.has('uploadId');
     try {
       if (!conditional) {
-        seen.status = await forward(req, body, res);
+        seen.status = await forward(req, body, res, key);
         return;
       }
       const before = locks.get(key) ?? Promise.resolve();
@@ -138,11 +169,11 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
       locks.set(key, tail);
       await before;
       try {
-        const etag = await etagOf(req.url ?? '/');
+        const etag = await etagOf(req.url ?? '/', key);
         if (ifNoneMatch === '*' && etag !== null) seen.status = answerError(res, 412, key);
         else if (ifMatch && etag === null) seen.status = answerError(res, 404, key);
         else if (ifMatch && unquote(ifMatch) !== etag) seen.status = answerError(res, 412, key);
-        else seen.status = await forward(req, body, res);
+        else seen.status = await forward(req, body, res, key);
       } finally {
         unlock();
         if (locks.get(key) === tail) locks.delete(key);

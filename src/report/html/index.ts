@@ -79,8 +79,15 @@ interface PageItem {
  */
 export async function writeHtmlReport(options: HtmlReportOptions): Promise<HtmlReportResult> {
   const thumbSize = wholeNumber('thumbSize', options.thumbSize, { min: 16, max: 4096 }, 320);
-  const concurrency = wholeNumber('concurrency', options.concurrency, { min: 1 }, os.availableParallelism());
   const output = toOutputStore(options.outDir);
+  // A bucket's PUTs wait on the network: four per core keep the cores busy meanwhile.
+  const perCore = output.remote ? 4 : 1;
+  const concurrency = wholeNumber(
+    'concurrency',
+    options.concurrency,
+    { min: 1 },
+    os.availableParallelism() * perCore,
+  );
   const sources = options.sources ?? localSources;
 
   const names = new ThumbNames();

@@ -62,6 +62,7 @@ export interface S3OutputStoreOptions {
 
 /** {@link OutputStore} over an S3 prefix. */
 export class S3OutputStore implements OutputStore {
+  readonly remote = true;
   readonly location: string;
   readonly bucket: string;
   readonly prefix: string;
