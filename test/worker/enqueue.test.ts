@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
-import { QUEUE_NAME } from '../../src/worker/queue.js';
+import { BULL_QUEUE, DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { withRedis } from '../../src/worker/redis.js';
 import { kitchenJpeg } from '../support/images.js';
 import { HAS_REDIS, startRedis, type TestRedis } from '../support/redis.js';
@@ -43,7 +43,11 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
     const c = await catalogue(3);
     await cli(['enqueue', c.manifest, '--redis', redis.url, '--out', c.out]);
     // Finish one job as a worker would (BullMQ's manual processing: take it, complete it).
-    const worker = new Worker(QUEUE_NAME, null, { connection: { url: redis.url }, autorun: false });
+    const worker = new Worker(BULL_QUEUE, null, {
+      prefix: DEFAULT_KEYS.prefix,
+      connection: { url: redis.url },
+      autorun: false,
+    });
     const job = await worker.getNextJob('test-token');
     expect(job?.data.id).toBe('k0__modern');
     await job!.moveToCompleted('done', 'test-token', false);
