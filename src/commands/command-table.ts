@@ -361,8 +361,7 @@ export const COMMANDS = {
   },
   enqueue: {
     brief: "worker mode: queue the manifest's new items in Redis",
-    usage:
-      'kitchen-batch enqueue <manifest> --redis URL [--queue NAME] [--out DIR] [--retry-failed] [--json]',
+    usage: 'kitchen-batch enqueue <manifest> --redis URL [--queue NAME] [--out DIR] [--retry-failed]',
     summary:
       'Worker mode: plans the manifest once and queues one job per new item in Redis (BullMQ). Enqueueing again adds only what is new and puts back what ended incomplete.',
     flags: ENQUEUE_FLAGS,
