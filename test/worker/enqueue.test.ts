@@ -80,7 +80,7 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
     expect(result.stderr).toMatch(/catalogue\.csv:5: k10: /);
   });
 
-  it('one run per Redis database: another --out is refused with the folder it belongs to', async () => {
+  it('one run per queue: another --out into the same queue is refused, naming the folder and --queue; another queue takes it', async () => {
     const c = await catalogue(1);
     await cli(['enqueue', c.manifest, '--redis', redis.url, '--out', c.out]);
     const other = await cli([
@@ -92,7 +92,21 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
       path.join(c.dir, 'elsewhere'),
     ]);
     expect(other.code).toBe(EXIT.usage);
-    expect(other.stderr).toContain(`already holds the run whose output folder is ${c.out}`);
+    expect(other.stderr).toContain(
+      `queue kitchen-batch at ${redis.url} already holds the run whose output folder is ${c.out}`,
+    );
+    expect(other.stderr).toContain('give another run its own --queue NAME');
+    const otherQueue = await cli([
+      'enqueue',
+      c.manifest,
+      '--redis',
+      redis.url,
+      '--queue',
+      'other',
+      '--out',
+      path.join(c.dir, 'elsewhere'),
+    ]);
+    expect(otherQueue.code, otherQueue.stderr).toBe(0);
     const otherDb = await cli([
       'enqueue',
       c.manifest,
