@@ -17,6 +17,7 @@ import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { SANDBOX_FLAGS } from '../sandbox/flags.js';
 import type { ALLOW_PRIVATE_FLAG } from '../storage/http/guard.js';
 import type { FlagTable } from '../util/flags.js';
+import { QUEUE_FLAGS, RUN_REDIS } from '../worker/flags.js';
 
 /** One command's page and flags. */
 export interface CommandEntry {
@@ -206,6 +207,7 @@ export const REPORT_FLAGS = {
   merge: { type: 'boolean', help: 'combine several shard folders into one report (needs --out)' },
   out: { type: 'string', value: 'DIR', help: 'where the merged (or --redis) report goes' },
   redis: { type: 'string', value: 'URL', help: "a worker run's reports, from Redis (contract: worker mode)" },
+  queue: QUEUE_FLAGS.report,
   'no-html': { type: 'boolean', help: 'skip report.html' },
   cache: RUN_FLAGS.cache,
   json: { type: 'boolean', help: 'print the totals as one JSON object on stdout' },
@@ -230,6 +232,7 @@ export const STYLES_FLAGS = {
 /** Flags of `enqueue`. */
 export const ENQUEUE_FLAGS = {
   redis: { type: 'string', value: 'URL', help: 'the Redis to queue in (or KITCHEN_REDIS_URL)' },
+  queue: QUEUE_FLAGS.enqueue,
   out: {
     type: 'string',
     value: 'DIR',
@@ -244,22 +247,17 @@ export const ENQUEUE_FLAGS = {
   json: { type: 'boolean', help: 'print the counts as one JSON object' },
 } as const satisfies FlagTable;
 
-/** The Redis of a worker run, as `status` and `worker` take it. */
-const RUN_REDIS = {
-  type: 'string',
-  value: 'URL',
-  help: 'the Redis of the run (or KITCHEN_REDIS_URL)',
-} as const;
-
 /** Flags of `status`. */
 export const STATUS_FLAGS = {
   redis: RUN_REDIS,
+  queue: QUEUE_FLAGS.status,
   json: { type: 'boolean', help: 'print it as one JSON object' },
 } as const satisfies FlagTable;
 
 /** Flags of `worker`: those it shares with `run` take the same values (docs/contract.md#worker-mode). */
 export const WORKER_FLAGS = {
   redis: RUN_REDIS,
+  queue: QUEUE_FLAGS.worker,
   concurrency: { ...RUN_FLAGS.concurrency, help: 'items this worker holds at once' },
   'until-drained': {
     type: 'boolean',
@@ -363,7 +361,7 @@ export const COMMANDS = {
   },
   enqueue: {
     brief: "worker mode: queue the manifest's new items in Redis",
-    usage: 'kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--retry-failed] [--json]',
+    usage: 'kitchen-batch enqueue <manifest> --redis URL [--queue NAME] [--out DIR] [--retry-failed]',
     summary:
       'Worker mode: plans the manifest once and queues one job per new item in Redis (BullMQ). Enqueueing again adds only what is new and puts back what ended incomplete.',
     flags: ENQUEUE_FLAGS,
@@ -374,8 +372,9 @@ export const COMMANDS = {
   },
   status: {
     brief: 'worker mode: items by state, shared rate, workers',
-    usage: 'kitchen-batch status --redis URL [--json]',
-    summary: "Worker mode: the run's items by state, the shared request rate and the workers connected.",
+    usage: 'kitchen-batch status --redis URL [--queue NAME] [--json]',
+    summary:
+      "Worker mode: the queues on the Redis and their counts; with --queue (or one queue), that run's items by state, the shared request rate and the workers connected.",
     flags: STATUS_FLAGS,
     examples: ['kitchen-batch status --redis redis://redis:6379/0'],
   },

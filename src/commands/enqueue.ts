@@ -25,16 +25,20 @@ import { sha256Stream } from '../util/fs.js';
 import { redactUrlsInText, redactUrl as shownUrl } from '../util/redact-url.js';
 import {
   claimRun,
+  DEFAULT_KEYS,
   ITEM_ATTEMPTS,
   ITEM_BACKOFF_MS,
-  ITEMS_KEY,
   jobIdOf,
-  ORDER_KEY,
+  legacyRunNote,
   openQueue,
   type QueuedItem,
+  type QueueKeys,
+  queueKeys,
+  queueName,
+  readRunMeta,
 } from '../worker/queue.js';
 import { persistenceWarnings, redactUrl, redisUrl, withRedis } from '../worker/redis.js';
-import { STATES_KEY, type StoredState, stateOfJob } from '../worker/store.js';
+import { type StoredState, stateOfJob } from '../worker/store.js';
 import { flagLabel } from './command-table.js';
 import type { CommandDeps } from './common.js';
 import { parseFlags } from './parse.js';
@@ -67,6 +71,8 @@ export interface EnqueueOptions {
   retryFailed?: boolean;
   /** Where images are stat'ed and read (`createSources`). @default the local files */
   sources?: SourceStore;
+  /** The queue the items go into. @default the default queue's keys */
+  keys?: QueueKeys;
 }
 
 /** `kitchen-batch enqueue`: exit 0, 1 when rows were rejected, 2 for usage, 3 for Redis. */
@@ -74,11 +80,12 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
   const { values, positionals } = parseFlags('enqueue', args);
   if (positionals.length !== 1) {
     throw new UsageError(
-      'usage: kitchen-batch enqueue <manifest> --redis URL [--out DIR] [--retry-failed] [--json]',
+      'usage: kitchen-batch enqueue <manifest> --redis URL [--queue NAME] [--out DIR] [--retry-failed] [--json]',
     );
   }
   const manifestPath = positionals[0]!;
   const url = redisUrl(values.redis, deps.env);
+  const keys = queueKeys(queueName(values.queue, deps.env));
   const access = resolveSourceAccess(sourceFlagOptions(values, deps.env), flagLabel);
   // The default folder moves aside from a local run of another manifest, as `run`'s does.
   const out =
@@ -92,7 +99,11 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
     return await withRedis(url, async (connection) => {
       for (const warning of await persistenceWarnings(connection, url))
         deps.stderr.write(`warning: ${warning}\n`);
-      await claimRun(connection, url, {
+      if (!(await readRunMeta(connection, keys))) {
+        const legacy = await legacyRunNote(connection, url);
+        if (legacy) deps.stderr.write(`warning: ${legacy}\n`);
+      }
+      await claimRun(connection, url, keys, {
         out,
         // A remote manifest is recorded as it was named; a local one by its absolute path.
         manifest: isRemoteRef(manifestPath) ? manifestPath : path.resolve(deps.cwd, manifestPath),
@@ -103,13 +114,13 @@ export async function enqueueCommand(args: string[], deps: CommandDeps): Promise
         manifest.items(),
         (item, message) =>
           deps.stderr.write(`${item.source.file}:${item.source.line}: ${item.id}: ${message}\n`),
-        { retryFailed: values['retry-failed'] ?? false, sources },
+        { retryFailed: values['retry-failed'] ?? false, sources, keys },
       );
       if (values.json) {
-        deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), out, ...counts })}\n`);
+        deps.stdout.write(`${JSON.stringify({ redis: redactUrl(url), queue: keys.name, out, ...counts })}\n`);
       } else {
         deps.stdout.write(
-          `${counts.items} items → ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
+          `${counts.items} items → queue ${keys.name} at ${redactUrl(url)} (output ${out}): ${counts.added} added, ` +
             `${counts.already_queued} already queued, ${counts.already_done} already done` +
             (counts.replaced > 0 ? `, ${counts.replaced} replaced (row or image changed)` : '') +
             (counts.retried > 0 ? `, ${counts.retried} retried (had ended incomplete)` : '') +
@@ -138,7 +149,8 @@ export async function enqueueItems(
   reject: (item: Item, message: string) => void,
   options: EnqueueOptions = {},
 ): Promise<EnqueueCounts> {
-  const queue = openQueue(connection);
+  const keys = options.keys ?? DEFAULT_KEYS;
+  const queue = openQueue(connection, keys);
   const sources = options.sources ?? localSources;
   const readers = new PQueue({ concurrency: READERS });
   const plan = (item: Item) => planItem(item, sources, readers);
@@ -164,9 +176,9 @@ export async function enqueueItems(
     }
     // The report's order: an item keeps the place of its first enqueue.
     if (ready.length > 0) {
-      const last = await connection.incrby(`${ORDER_KEY}:seq`, ready.length);
+      const last = await connection.incrby(keys.orderSeq, ready.length);
       await connection.zadd(
-        ORDER_KEY,
+        keys.order,
         'NX',
         ...ready.flatMap((r, i) => [last - ready.length + i + 1, r.data.id]),
       );
@@ -203,7 +215,7 @@ export async function enqueueItems(
         counts.already_queued++;
       }
     }
-    const putBack = options.retryFailed ? await failedAtService(connection, done) : new Set<string>();
+    const putBack = options.retryFailed ? await failedAtService(connection, keys, done) : new Set<string>();
     for (const r of done) {
       if (!putBack.has(r.jobId)) {
         counts.already_done++;
@@ -219,11 +231,11 @@ export async function enqueueItems(
     }
     if (fresh.length > 0) {
       // An item whose row or image changed has a new job id: its old job, if still waiting, goes.
-      const previous = await connection.hmget(ITEMS_KEY, ...fresh.map((r) => r.data.id));
+      const previous = await connection.hmget(keys.items, ...fresh.map((r) => r.data.id));
       for (const [i, old] of previous.entries()) {
         if (old && old !== fresh[i]!.jobId && (await queue.remove(old)) === 1) counts.replaced++;
       }
-      await connection.hset(ITEMS_KEY, Object.fromEntries(fresh.map((r) => [r.data.id, r.jobId])));
+      await connection.hset(keys.items, Object.fromEntries(fresh.map((r) => [r.data.id, r.jobId])));
       await queue.addBulk(
         fresh.map((r) => ({
           name: 'item',
@@ -261,10 +273,11 @@ export async function enqueueItems(
 /** The job ids among `done` whose item failed at the service (its state, written for that job, says `failed`). */
 async function failedAtService(
   connection: Redis,
+  keys: QueueKeys,
   done: ReadonlyArray<{ jobId: string; data: QueuedItem }>,
 ): Promise<Set<string>> {
   if (done.length === 0) return new Set();
-  const texts = await connection.hmget(STATES_KEY, ...done.map((r) => r.data.id));
+  const texts = await connection.hmget(keys.states, ...done.map((r) => r.data.id));
   const failed = new Set<string>();
   for (const [i, text] of texts.entries()) {
     const r = done[i]!;

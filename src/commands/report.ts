@@ -30,8 +30,11 @@ import { parseFlags } from './parse.js';
 export async function reportCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { values, positionals } = parseFlags('report', args);
   if (values.merge) return mergeCommand(positionals, values, deps);
+  if (values.queue !== undefined && values.redis === undefined)
+    throw new UsageError('--queue: names a worker run in Redis, so it goes with --redis URL');
   if (values.redis !== undefined) {
-    if (positionals.length > 0) throw new UsageError('usage: kitchen-batch report --redis URL [--out DIR]');
+    if (positionals.length > 0)
+      throw new UsageError('usage: kitchen-batch report --redis URL [--queue NAME] [--out DIR]');
     return redisReport(values.redis, values, deps);
   }
   const dir = positionals[0];
@@ -145,18 +148,23 @@ async function redisReport(
     'no-html'?: boolean | undefined;
     out?: string | undefined;
     cache?: string | undefined;
+    queue?: string | undefined;
   },
   deps: CommandDeps,
 ): Promise<number> {
   const { redactUrl, redisUrl, withRedis } = await import('../worker/redis.js');
-  const { readRunMeta } = await import('../worker/queue.js');
+  const { legacyRunNote, queueKeys, queueName, readRunMeta } = await import('../worker/queue.js');
   const { redisReportSource } = await import('../worker/report.js');
   const checked = redisUrl(url, deps.env);
+  const keys = queueKeys(queueName(values.queue, deps.env));
   return withRedis(checked, async (redis) => {
-    const meta = await readRunMeta(redis);
+    const meta = await readRunMeta(redis, keys);
     if (!meta) {
+      const legacy = await legacyRunNote(redis, checked);
       throw new UsageError(
-        `${redactUrl(checked)} holds no worker run: kitchen-batch enqueue <manifest> --redis URL first`,
+        `queue ${keys.name} at ${redactUrl(checked)} holds no worker run: ` +
+          `kitchen-batch enqueue <manifest> --redis URL${keys.name === 'kitchen-batch' ? '' : ` --queue ${keys.name}`} first` +
+          (legacy ? `; ${legacy}` : ''),
       );
     }
     const target = openOutputStore(values.out ? outLocation(deps.cwd, values.out) : meta.out, {
@@ -165,7 +173,7 @@ async function redisReport(
     });
     try {
       const { output } = target;
-      const written = await writeReports(output, await redisReportSource(redis, meta), {
+      const written = await writeReports(output, await redisReportSource(redis, meta, keys), {
         html: !values['no-html'],
         manifestDir: path.dirname(meta.manifest),
         hints: WORKER_HINTS,

@@ -17,6 +17,7 @@ import {
   secondsFlag,
   wholeNumber,
 } from '../util/validate.js';
+import { queueName } from '../worker/queue.js';
 import { redisUrl } from '../worker/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
 import { flagLabel } from './command-table.js';
@@ -24,7 +25,7 @@ import type { CommandDeps } from './common.js';
 import { parseFlags } from './parse.js';
 
 const USAGE =
-  'usage: kitchen-batch worker --redis URL [--concurrency N] [--until-drained] [--max-rate R] [--stall-timeout S] [--grace S] [--json]';
+  'usage: kitchen-batch worker --redis URL [--queue NAME] [--concurrency N] [--until-drained] [--max-rate R] [--stall-timeout S] [--grace S] [--json]';
 
 /**
  * Exit 0 when the worker did its job (with `--until-drained`: the queue is drained), whatever the
@@ -36,6 +37,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const { values, positionals } = parseFlags('worker', args);
   if (positionals.length > 0) throw new UsageError(USAGE);
   const url = redisUrl(values.redis, deps.env);
+  const queue = queueName(values.queue, deps.env);
   // The same checks and messages as `run`'s flags, with the same bounds (src/limits.ts).
   const concurrency = wholeNumber('--concurrency', intFlag('concurrency', values.concurrency), CONCURRENCY);
   const maxRate = rateFlag('max-rate', values['max-rate']);
@@ -62,6 +64,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   };
   const summary = await runWorker({
     redisUrl: url,
+    queue,
     service: {
       baseUrl: config.baseUrl,
       apiKey: config.apiKey,

@@ -16,7 +16,7 @@ import { runError } from '../stages/outcomes.js';
 import { type ItemDriver, runItemSteps, type Settled } from '../stages/sequence.js';
 import type { OutputStore } from '../storage/types.js';
 import type { Item, ItemError, ItemStatus } from '../types.js';
-import type { QueuedItem } from './queue.js';
+import type { QueuedItem, QueueKeys } from './queue.js';
 import { JobStore, LockLostError, loadState } from './store.js';
 
 /** What a worker tells its caller as it goes. */
@@ -42,6 +42,8 @@ export interface ItemCounts {
 /** What {@link ItemProcessor} works with. */
 export interface ProcessorDeps {
   redis: Redis;
+  /** The keys of the queue the worker works on (its items' states and locks). */
+  keys: QueueKeys;
   /** What the review needs; null with `--no-review`. */
   review: { logger: Logger; outDir: OutputStore; threshold: number | undefined } | null;
   /** The stages' context but for the item's store, which is the held job's. */
@@ -108,11 +110,11 @@ export class ItemProcessor {
   }
 
   async #run(job: Job<QueuedItem, ItemResult>, token: string): Promise<ItemResult> {
-    const { redis, shared } = this.#deps;
+    const { redis, shared, keys } = this.#deps;
     const data = job.data;
     if (shared.stop.aborted) return this.#handBack(job, token);
     const item = checkStyle(itemOf(data), this.#deps.styles);
-    const store = new JobStore(redis, job.id!, token, await loadState(redis, data.id));
+    const store = new JobStore(redis, job.id!, token, await loadState(redis, data.id, keys), keys);
     this.#stores.set(data.id, store);
     let settled: Settled;
     try {

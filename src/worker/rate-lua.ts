@@ -5,10 +5,11 @@
  * @module
  */
 
-/** The shared bucket and estimator (a hash), and the times of the latest grants (a list). */
-export const RATE_KEY = 'kitchen-batch:rate';
-/** The times of the latest grants, the latest first (a list). */
-export const GRANTS_KEY = 'kitchen-batch:rate:grants';
+/*
+ * KEYS[1] is the shared bucket and estimator (a hash), KEYS[2] the times of the latest grants, the
+ * latest first (a list): one API key's pair (`rateKeys` in rate.ts), under one hash tag, never
+ * touched together with a queue's keys.
+ */
 /** Grant times kept for the window estimate. */
 const GRANTS_KEPT = 512;
 /** The shared state is forgotten after this long unused: a run days later learns afresh. */

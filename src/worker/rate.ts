@@ -6,6 +6,7 @@
  * all their requests (the same estimator: requests accepted between two 429s over the time between
  * them, the first estimate from the best window before the first 429).
  */
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import {
@@ -17,10 +18,23 @@ import {
   takeNext,
 } from '../api/governor.js';
 import { monotonicMs, sleep } from '../util/time.js';
-import { GRANTS_KEY, LIMITED, RATE_KEY, TAKE } from './rate-lua.js';
+import { LIMITED, TAKE } from './rate-lua.js';
 
-// Where the shared state lives; `status` and the tests read it.
-export { RATE_KEY } from './rate-lua.js';
+/** Where one API key's shared rate lives: its bucket and estimator (a hash) and its latest grants (a list). */
+export interface RateKeys {
+  rate: string;
+  grants: string;
+}
+
+/**
+ * The shared-rate keys of an API key: one rate per key on this Redis, whatever queue its workers
+ * work on (the key's limit is the key's). Named by a fingerprint of the key (never the key), which
+ * is also their hash tag: both keys are in one Cluster slot, apart from every queue's keys.
+ */
+export function rateKeys(apiKey: string): RateKeys {
+  const fp = createHash('sha256').update(`kitchen-batch rate\n${apiKey}`).digest('hex').slice(0, 16);
+  return { rate: `kb:rate:{${fp}}`, grants: `kb:rate:{${fp}}:grants` };
+}
 
 /** How long a worker waits before asking Redis again when the bucket is empty (at most). */
 const MAX_WAIT_MS = 250;
@@ -41,6 +55,8 @@ export interface SharedRateOptions
     | 'assumedBurstSeconds'
     | 'onChange'
   > {
+  /** The API key's shared-rate keys ({@link rateKeys}). */
+  keys: RateKeys;
   logger?: Logger;
 }
 
@@ -65,6 +81,7 @@ type SharedRedis = Redis & {
  */
 export class SharedRate implements RateLimiter {
   readonly #redis: SharedRedis;
+  readonly #keys: RateKeys;
   readonly #args: string[];
   readonly #burstS: number;
   readonly #waiters: Waiter[] = [];
@@ -82,7 +99,8 @@ export class SharedRate implements RateLimiter {
   /** 429s seen by this worker. */
   rateLimited = 0;
 
-  constructor(redis: Redis, options: SharedRateOptions = {}) {
+  constructor(redis: Redis, options: SharedRateOptions) {
+    this.#keys = options.keys;
     const min = options.minRate ?? 0.2;
     const max = options.maxRate ?? 1000;
     const initial = Math.min(max, Math.max(min, options.initialRate ?? 8));
@@ -153,7 +171,14 @@ export class SharedRate implements RateLimiter {
     this.#pausedUntil = Math.max(this.#pausedUntil, monotonicMs() + pauseMs);
     const seq = typeof ticket === 'number' ? ticket : 0;
     this.#redis
-      .kbLimited(RATE_KEY, GRANTS_KEY, ...this.#args, String(seq), String(pauseMs), String(this.#burstS))
+      .kbLimited(
+        this.#keys.rate,
+        this.#keys.grants,
+        ...this.#args,
+        String(seq),
+        String(pauseMs),
+        String(this.#burstS),
+      )
       .then(([fresh, rate, estimate, pauseLeft]) => {
         this.#learnt(Number(rate), Number(estimate));
         this.#pausedUntil = Math.max(this.#pausedUntil, monotonicMs() + Number(pauseLeft));
@@ -188,7 +213,7 @@ export class SharedRate implements RateLimiter {
         }
         let answer: string[];
         try {
-          answer = await this.#redis.kbTake(RATE_KEY, GRANTS_KEY, ...this.#args);
+          answer = await this.#redis.kbTake(this.#keys.rate, this.#keys.grants, ...this.#args);
           if (this.#redisDown)
             this.#logger?.info({ event: 'rate_redis_back' }, 'the shared rate answers again');
           this.#redisDown = false;
@@ -247,12 +272,13 @@ export class SharedRate implements RateLimiter {
   }
 }
 
-/** The shared rate as Redis holds it now, for `status` (null when no worker has used it lately). */
+/** The shared rate kept at `rateKey` as Redis holds it now, for `status` (null when no worker has used it lately). */
 export async function readSharedRate(
   redis: Redis,
+  rateKey: string,
 ): Promise<{ rate: number; estimate: number | null; paused_ms: number } | null> {
   const [fields, time] = await Promise.all([
-    redis.hmget(RATE_KEY, 'rate', 'estimate', 'pause_until'),
+    redis.hmget(rateKey, 'rate', 'estimate', 'pause_until'),
     redis.time(),
   ]);
   const [rate, estimate, pause] = fields;

@@ -9,8 +9,8 @@ import { reportItem, unplannedItem } from '../report/build.js';
 import type { ReportSource } from '../report/write.js';
 import type { ReportItem } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
-import { ITEMS_KEY, ORDER_KEY, openQueue, type QueuedItem, type RunMeta, SERVICE_KEY } from './queue.js';
-import { STATES_KEY, type StoredState, stateOfJob } from './store.js';
+import { DEFAULT_KEYS, openQueue, type QueuedItem, type QueueKeys, type RunMeta } from './queue.js';
+import { type StoredState, stateOfJob } from './store.js';
 
 /** An enqueued item no worker has planned yet. */
 const UNREACHED = {
@@ -21,28 +21,28 @@ const UNREACHED = {
 /** Items read from Redis at once. */
 const PAGE = 1000;
 
-/** The report of the run `meta` describes, read page by page (memory holds a page, whatever the run's size). */
-export async function redisReportSource(redis: Redis, meta: RunMeta): Promise<ReportSource> {
+/** The report of the run `meta` describes (in the queue `keys`), read page by page (memory holds a page, whatever the run's size). */
+export async function redisReportSource(redis: Redis, meta: RunMeta, keys: QueueKeys): Promise<ReportSource> {
   const info: RunInfo = {
     manifest: meta.manifest,
-    base_url: (await redis.get(SERVICE_KEY)) ?? '',
+    base_url: (await redis.get(keys.service)) ?? '',
     started_at: meta.created_at,
     finished_at: isoWithOffset(),
   };
-  return { info, rows: () => reportRows(redis) };
+  return { info, rows: () => reportRows(redis, keys) };
 }
 
-/** Every enqueued item's report row, in the order of its first enqueue, read a page at a time. */
-export async function* reportRows(redis: Redis): AsyncGenerator<ReportItem> {
-  const queue = openQueue(redis);
+/** Every item enqueued in the queue: its report row, in the order of its first enqueue, read a page at a time. */
+export async function* reportRows(redis: Redis, keys: QueueKeys = DEFAULT_KEYS): AsyncGenerator<ReportItem> {
+  const queue = openQueue(redis, keys);
   try {
     for (let start = 0; ; start += PAGE) {
       // A string stop: ioredis 6.0.0's types dropped `number` there (redis/ioredis#2162, fixed after 6.0.0).
-      const ids = await redis.zrange(ORDER_KEY, start, String(start + PAGE - 1));
+      const ids = await redis.zrange(keys.order, start, String(start + PAGE - 1));
       if (ids.length === 0) return;
       const [states, jobIds] = await Promise.all([
-        redis.hmget(STATES_KEY, ...ids),
-        redis.hmget(ITEMS_KEY, ...ids),
+        redis.hmget(keys.states, ...ids),
+        redis.hmget(keys.items, ...ids),
       ]);
       const pipeline = redis.pipeline();
       for (const jobId of jobIds) pipeline.hget(queue.toKey(jobId ?? ''), 'data');

@@ -32,8 +32,17 @@ import { createRunLogger } from '../util/logger.js';
 import { sleep } from '../util/time.js';
 import { wholeNumber } from '../util/validate.js';
 import { ItemProcessor, type ItemResult, type WorkerEvent } from './items.js';
-import { openQueue, QUEUE_NAME, type QueuedItem, readRunMeta, SERVICE_KEY } from './queue.js';
-import { SharedRate } from './rate.js';
+import {
+  BULL_QUEUE,
+  DEFAULT_QUEUE,
+  legacyRunNote,
+  openQueue,
+  type QueuedItem,
+  type QueueKeys,
+  queueKeys,
+  readRunMeta,
+} from './queue.js';
+import { type RateKeys, rateKeys, SharedRate } from './rate.js';
 import { openRedis, redactUrl, secondConnection } from './redis.js';
 
 export type { ItemResult, WorkerEvent } from './items.js';
@@ -41,6 +50,8 @@ export type { ItemResult, WorkerEvent } from './items.js';
 /** Options of {@link runWorker}. */
 export interface WorkerOptions {
   redisUrl: string;
+  /** The queue to work on (`--queue`, checked by `queueName`). @default {@link DEFAULT_QUEUE} */
+  queue?: string;
   service: { baseUrl: string; apiKey: string; governor?: GovernorOptions; unreachableMs?: number };
   /** Items this worker holds at once (each one job slot at the service). @default 8 */
   concurrency?: number;
@@ -115,13 +126,20 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     interrupted ??= reason;
     stop.begin();
   });
+  const keys = queueKeys(options.queue ?? DEFAULT_QUEUE);
   try {
-    const meta = await waitForRun(redis, options, stop.soft);
+    const meta = await waitForRun(redis, keys, options, stop.soft);
     if (!meta) return { ...summary, drained: true };
     summary.outDir = meta.out;
-    // For the report's header (the URL only: the key never goes to Redis).
-    await redis.set(SERVICE_KEY, options.service.baseUrl);
-    const fatal = await work({ redis, outDir: meta.out, name, concurrency, access, stop, summary }, options);
+    // For the report's header (the URL only: the key never goes to Redis), and for `status`, where
+    // the key's shared rate is (its fingerprint's keys).
+    const rate = rateKeys(options.service.apiKey);
+    await redis.set(keys.service, options.service.baseUrl);
+    await redis.set(keys.rate, rate.rate);
+    const fatal = await work(
+      { redis, keys, rate, outDir: meta.out, name, concurrency, access, stop, summary },
+      options,
+    );
     if (fatal) throw fatal;
     if (interrupted && !summary.drained) summary.interrupted = interrupted;
     return summary;
@@ -133,6 +151,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
 /** What {@link work} is given by {@link runWorker}. */
 interface WorkSetup {
   redis: Redis;
+  keys: QueueKeys;
+  rate: RateKeys;
   outDir: string;
   name: string;
   concurrency: number;
@@ -146,7 +166,7 @@ interface WorkSetup {
  * stopped or the queue is drained; resolves with the error that stopped it, if one did.
  */
 async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenError | undefined> {
-  const { redis, outDir, name, stop, summary } = setup;
+  const { redis, keys, outDir, name, stop, summary } = setup;
   const emit = (event: WorkerEvent) => options.onEvent?.(event);
   const stallTimeoutMs = options.stallTimeoutMs ?? WORKER_STALL_MS;
   const { logger, output, resultsDir, preparedDir, close } = await openWorkerLog(
@@ -158,7 +178,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   const service = connect({
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
     logger,
-    sharedRate: (governor) => new SharedRate(redis, { ...governor, logger }),
+    sharedRate: (governor) => new SharedRate(redis, { ...governor, keys: setup.rate, logger }),
   });
   // Each worker fetches the sources of the items it holds: nothing is shared but the output folder.
   const sources = createSources(setup.access);
@@ -192,6 +212,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     const jobTimeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
     const items = new ItemProcessor({
       redis,
+      keys,
       review,
       shared,
       styles,
@@ -204,7 +225,8 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
       jobTimeoutMs,
     });
     blocking = secondConnection(redis);
-    const worker = new Worker<QueuedItem, ItemResult>(QUEUE_NAME, (job, token) => items.run(job, token!), {
+    const worker = new Worker<QueuedItem, ItemResult>(BULL_QUEUE, (job, token) => items.run(job, token!), {
+      prefix: keys.prefix,
       connection: blocking,
       concurrency: setup.concurrency,
       name,
@@ -218,7 +240,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     const running = worker.run();
     stop.soft.addEventListener('abort', () => void worker.close(), { once: true });
     if (options.untilDrained) {
-      summary.drained = await untilDrained(redis, items, stop.soft);
+      summary.drained = await untilDrained(redis, keys, items, stop.soft);
       // Nothing is held by any worker: a partial download still there is a killed worker's.
       if (summary.drained) await removeLeftoverParts(output, logger);
       stop.begin();
@@ -286,15 +308,20 @@ async function openWorkerLog(
   return { logger, output, resultsDir, preparedDir: prepared, close: opened.close };
 }
 
-/** The run this Redis holds; without one, waits for an `enqueue` (or returns null with `untilDrained`). */
-async function waitForRun(redis: Redis, options: WorkerOptions, stop: AbortSignal) {
+/** The run the queue holds; without one, waits for an `enqueue` (or returns null with `untilDrained`). */
+async function waitForRun(redis: Redis, keys: QueueKeys, options: WorkerOptions, stop: AbortSignal) {
   for (let warned = false; ; warned = true) {
-    const meta = await readRunMeta(redis);
-    if (meta || options.untilDrained || stop.aborted) return meta;
+    const meta = await readRunMeta(redis, keys);
+    if (meta || stop.aborted) return meta;
+    if (!warned) {
+      const legacy = await legacyRunNote(redis, options.redisUrl);
+      if (legacy) options.onEvent?.({ type: 'warning', message: legacy });
+    }
+    if (options.untilDrained) return meta;
     if (!warned)
       options.onEvent?.({
         type: 'warning',
-        message: `nothing enqueued at ${redactUrl(options.redisUrl)} yet; waiting`,
+        message: `nothing enqueued in queue ${keys.name} at ${redactUrl(options.redisUrl)} yet; waiting`,
       });
     await sleep(2000, stop).catch(() => {});
   }
@@ -305,8 +332,13 @@ async function waitForRun(redis: Redis, options: WorkerOptions, stop: AbortSigna
  * each second while this worker is idle. A worker that died holding items keeps them "active" until
  * they stall and come back, so the others wait for them. False when stopped first.
  */
-async function untilDrained(redis: Redis, items: ItemProcessor, stop: AbortSignal): Promise<boolean> {
-  const queue = openQueue(redis);
+async function untilDrained(
+  redis: Redis,
+  keys: QueueKeys,
+  items: ItemProcessor,
+  stop: AbortSignal,
+): Promise<boolean> {
+  const queue = openQueue(redis, keys);
   try {
     while (!stop.aborted) {
       await sleep(1000, stop).catch(() => {});

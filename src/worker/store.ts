@@ -11,10 +11,7 @@ import type { StageStore } from '../stages/context.js';
 import type { ItemIdentity } from '../state/items.js';
 import type { ItemRecord } from '../state/records.js';
 import { applyRecord, type ItemState, newItemState } from '../state/state.js';
-import { QUEUE_NAME } from './queue.js';
-
-/** Item id → its state as JSON ({@link StoredState}). */
-export const STATES_KEY = 'kitchen-batch:states';
+import { DEFAULT_KEYS, type QueueKeys } from './queue.js';
 
 /**
  * An item's state as Redis keeps it: the folded state, and the queued job it was written for. The
@@ -40,14 +37,13 @@ export class LockLostError extends KitchenError {
 
 type FencedRedis = Redis & { kbPut(...args: string[]): Promise<number> };
 
-/** The BullMQ lock key of a job (`bull:<queue>:<job id>:lock`). */
-export function lockKey(jobId: string): string {
-  return `bull:${QUEUE_NAME}:${jobId}:lock`;
-}
-
-/** Reads an item's state, if any worker has written it. */
-export async function loadState(redis: Redis, id: string): Promise<ItemState | undefined> {
-  const text = await redis.hget(STATES_KEY, id);
+/** Reads an item's state in the queue, if any worker has written it. */
+export async function loadState(
+  redis: Redis,
+  id: string,
+  keys: QueueKeys = DEFAULT_KEYS,
+): Promise<ItemState | undefined> {
+  const text = await redis.hget(keys.states, id);
   if (!text) return undefined;
   const { queued: _, ...state } = JSON.parse(text) as StoredState;
   return state;
@@ -67,18 +63,27 @@ export class JobStore implements StageStore {
   readonly #redis: FencedRedis;
   readonly #jobId: string;
   readonly #token: string;
+  readonly #keys: QueueKeys;
   #state: ItemState | undefined;
 
   /**
    * @param jobId the queued job the item is held under, and `token` its lock's value this worker
-   *   holds ('' for none: writes are not fenced, for tools that rebuild state)
+   *   holds ('' for none: writes are not fenced, for tools that rebuild state), and `keys` its
+   *   queue's (the state and the lock share the queue's hash tag: one slot for the fenced write)
    */
-  constructor(redis: Redis, jobId: string, token: string, state: ItemState | undefined) {
+  constructor(
+    redis: Redis,
+    jobId: string,
+    token: string,
+    state: ItemState | undefined,
+    keys: QueueKeys = DEFAULT_KEYS,
+  ) {
     if (!('kbPut' in redis)) redis.defineCommand('kbPut', { numberOfKeys: 2, lua: PUT });
     this.#redis = redis as FencedRedis;
     this.#jobId = jobId;
     this.#token = token;
     this.#state = state;
+    this.#keys = keys;
   }
 
   /** The item's state as last written (undefined before {@link plan} for an item never seen). */
@@ -126,8 +131,8 @@ export class JobStore implements StageStore {
   async #put(state: ItemState): Promise<void> {
     const stored: StoredState = { ...state, queued: this.#jobId };
     const written = await this.#redis.kbPut(
-      STATES_KEY,
-      lockKey(this.#jobId),
+      this.#keys.states,
+      this.#keys.lock(this.#jobId),
       this.#token,
       state.id,
       JSON.stringify(stored),

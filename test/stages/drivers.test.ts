@@ -17,6 +17,7 @@ import { foldJournal } from '../../src/state/fold.js';
 import { readJournal } from '../../src/state/journal.js';
 import type { ItemState } from '../../src/state/state.js';
 import type { Report, ReportItem } from '../../src/types.js';
+import { DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { runWorker } from '../../src/worker/run.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from '../helpers/sandbox.js';
 import { tempDirForTest } from '../helpers/tmp.js';
@@ -178,7 +179,7 @@ describe.skipIf(!HAS_REDIS)('the local flow and the worker drive the same steps'
     // The second rejection of `odd` is on record in both, with its own words.
     const client = new Redis(redis.url);
     try {
-      const odd = JSON.parse((await client.hget('kitchen-batch:states', 'odd__modern')) ?? '{}') as ItemState;
+      const odd = JSON.parse((await client.hget(DEFAULT_KEYS.states, 'odd__modern')) ?? '{}') as ItemState;
       expect(odd.error?.message).toMatch(/empty file/);
     } finally {
       client.disconnect();

@@ -16,7 +16,7 @@ import { createS3Client } from '../../src/storage/s3/client.js';
 import { createSources, type Sources } from '../../src/storage/sources.js';
 import type { SourceStore } from '../../src/storage/types.js';
 import type { Item } from '../../src/types.js';
-import { QUEUE_NAME } from '../../src/worker/queue.js';
+import { BULL_QUEUE, DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { reportRows } from '../../src/worker/report.js';
 import { JobStore } from '../../src/worker/store.js';
 import { SourceServer } from '../storage/http/source-server.js';
@@ -175,7 +175,11 @@ describe.skipIf(!HAS_REDIS)('enqueue with remote sources (real Redis, source ser
     await enqueueItems(connection, each([item(1, ref)]), () => {}, { sources });
     // A worker takes the job and plans the item under the fingerprint its decide computes (sha256
     // of the bytes: not the enqueue's), then ends it, as the worker's steps would.
-    const worker = new Worker(QUEUE_NAME, null, { connection: { url: redis.url }, autorun: false });
+    const worker = new Worker(BULL_QUEUE, null, {
+      prefix: DEFAULT_KEYS.prefix,
+      connection: { url: redis.url },
+      autorun: false,
+    });
     const job = (await worker.getNextJob('token-1'))!;
     expect(job.data.id).toBe('k1__modern');
     const store = new JobStore(connection, job.id!, 'token-1', undefined);

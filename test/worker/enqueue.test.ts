@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { EXIT, RedisUnreachableError } from '../../src/errors.js';
-import { QUEUE_NAME } from '../../src/worker/queue.js';
+import { BULL_QUEUE, DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { withRedis } from '../../src/worker/redis.js';
 import { kitchenJpeg } from '../support/images.js';
 import { HAS_REDIS, startRedis, type TestRedis } from '../support/redis.js';
@@ -43,7 +43,11 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
     const c = await catalogue(3);
     await cli(['enqueue', c.manifest, '--redis', redis.url, '--out', c.out]);
     // Finish one job as a worker would (BullMQ's manual processing: take it, complete it).
-    const worker = new Worker(QUEUE_NAME, null, { connection: { url: redis.url }, autorun: false });
+    const worker = new Worker(BULL_QUEUE, null, {
+      prefix: DEFAULT_KEYS.prefix,
+      connection: { url: redis.url },
+      autorun: false,
+    });
     const job = await worker.getNextJob('test-token');
     expect(job?.data.id).toBe('k0__modern');
     await job!.moveToCompleted('done', 'test-token', false);
@@ -76,7 +80,7 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
     expect(result.stderr).toMatch(/catalogue\.csv:5: k10: /);
   });
 
-  it('one run per Redis database: another --out is refused with the folder it belongs to', async () => {
+  it('one run per queue: another --out into the same queue is refused, naming the folder and --queue; another queue takes it', async () => {
     const c = await catalogue(1);
     await cli(['enqueue', c.manifest, '--redis', redis.url, '--out', c.out]);
     const other = await cli([
@@ -88,7 +92,21 @@ describe.skipIf(!HAS_REDIS)('enqueue and status (real Redis)', () => {
       path.join(c.dir, 'elsewhere'),
     ]);
     expect(other.code).toBe(EXIT.usage);
-    expect(other.stderr).toContain(`already holds the run whose output folder is ${c.out}`);
+    expect(other.stderr).toContain(
+      `queue kitchen-batch at ${redis.url} already holds the run whose output folder is ${c.out}`,
+    );
+    expect(other.stderr).toContain('give another run its own --queue NAME');
+    const otherQueue = await cli([
+      'enqueue',
+      c.manifest,
+      '--redis',
+      redis.url,
+      '--queue',
+      'other',
+      '--out',
+      path.join(c.dir, 'elsewhere'),
+    ]);
+    expect(otherQueue.code, otherQueue.stderr).toBe(0);
     const otherDb = await cli([
       'enqueue',
       c.manifest,

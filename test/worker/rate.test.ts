@@ -4,17 +4,20 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readSharedRate, SharedRate } from '../../src/worker/rate.js';
+import { rateKeys, readSharedRate, SharedRate } from '../../src/worker/rate.js';
 import { HAS_REDIS, type TestRedis } from '../support/redis.js';
 import { useRedis } from './world.js';
 
 let redis: TestRedis;
 const clients: Redis[] = [];
 
-function limiter(options: ConstructorParameters<typeof SharedRate>[1] = {}): SharedRate {
+/** The one API key both limiters stand for. */
+const KEYS = rateKeys('test-key');
+
+function limiter(options: Partial<ConstructorParameters<typeof SharedRate>[1]> = {}): SharedRate {
   const client = new Redis(redis.url);
   clients.push(client);
-  return new SharedRate(client, options);
+  return new SharedRate(client, { keys: KEYS, ...options });
 }
 
 describe.skipIf(!HAS_REDIS)('shared rate (real Redis)', () => {
@@ -34,7 +37,7 @@ describe.skipIf(!HAS_REDIS)('shared rate (real Redis)', () => {
     await b.acquire('poll');
     const waited = performance.now() - started;
     expect(waited).toBeGreaterThanOrEqual(1300);
-    const shared = await readSharedRate(clients[0]!);
+    const shared = await readSharedRate(clients[0]!, KEYS.rate);
     expect(shared?.estimate).not.toBeNull();
     a.close(new Error('done'));
     b.close(new Error('done'));

@@ -12,7 +12,7 @@ import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxFaults, SandboxOptions } from '../../src/sandbox/index.js';
 import type { Report } from '../../src/types.js';
-import { RATE_KEY } from '../../src/worker/rate.js';
+import { DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { type CliProcess, killAllClis, spawnCli, waitFor } from '../helpers/cli.js';
 import { canaryKey, sandboxForTest } from '../helpers/sandbox.js';
 import { allFiles } from '../helpers/tmp.js';
@@ -156,7 +156,7 @@ describe.skipIf(!HAS_REDIS)('worker mode (real Redis, real worker processes)', (
     expect(w.sandbox.stats.creates).toBe(0);
     // The shared rate that --max-rate held down is forgotten, as after a quiet spell.
     const client = new Redis(redis.url);
-    await client.del(RATE_KEY);
+    await client.del((await client.get(DEFAULT_KEYS.rate))!);
     client.disconnect();
     expect(await exitOf(w.worker('b', ['--until-drained']))).toBe(0);
     await expectAllSucceededOnce(w);

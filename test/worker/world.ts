@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { main } from '../../src/cli.js';
 import type { ItemState } from '../../src/state/state.js';
-import { STATES_KEY } from '../../src/worker/store.js';
+import { DEFAULT_KEYS } from '../../src/worker/queue.js';
 import { type CliProcess, textSink } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
 import { kitchenJpeg } from '../support/images.js';
@@ -84,7 +84,7 @@ export async function catalogue(n: number) {
 export async function itemStates(url: string): Promise<Map<string, ItemState>> {
   const client = new Redis(url);
   try {
-    const all = await client.hgetall(STATES_KEY);
+    const all = await client.hgetall(DEFAULT_KEYS.states);
     return new Map(Object.entries(all).map(([id, text]) => [id, JSON.parse(text) as ItemState]));
   } finally {
     client.disconnect();
