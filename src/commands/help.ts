@@ -25,7 +25,7 @@ export function globalHelp(): string {
     "Run 'kitchen-batch help <command>' (or '<command> --help') for its options and examples.",
     "Try it without a key: 'kitchen-batch run manifests/sample.csv --sandbox'.",
     '',
-    'Environment: KITCHEN_API_KEY, KITCHEN_API_BASE_URL, KITCHEN_REDIS_URL (worker mode).',
+    'Environment: KITCHEN_API_KEY, KITCHEN_API_BASE_URL, KITCHEN_REDIS_URL and KITCHEN_QUEUE (worker mode).',
     'Exit codes: 0 all succeeded, 1 some failed/rejected/incomplete, 2 usage/manifest/state error,',
     '3 service refused (401/403) or unreachable, 130 interrupted (a rerun resumes).',
     '-V, --version prints the version.',

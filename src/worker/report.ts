@@ -9,14 +9,24 @@ import { reportItem, unplannedItem } from '../report/build.js';
 import type { ReportSource } from '../report/write.js';
 import type { ReportItem } from '../types.js';
 import { isoWithOffset } from '../util/time.js';
-import { DEFAULT_KEYS, openQueue, type QueuedItem, type QueueKeys, type RunMeta } from './queue.js';
+import {
+  DEFAULT_KEYS,
+  DEFAULT_QUEUE,
+  openQueue,
+  type QueuedItem,
+  type QueueKeys,
+  type RunMeta,
+} from './queue.js';
 import { type StoredState, stateOfJob } from './store.js';
 
-/** An enqueued item no worker has planned yet. */
-const UNREACHED = {
-  code: 'not_submitted',
-  message: 'no worker has reached it yet; start a worker (kitchen-batch worker --redis URL)',
-};
+/** An enqueued item no worker has planned yet: the worker to start names the queue unless it is the default. */
+function unreachedError(keys: QueueKeys) {
+  const queue = keys.name === DEFAULT_QUEUE ? '' : ` --queue ${keys.name}`;
+  return {
+    code: 'not_submitted',
+    message: `no worker has reached it yet; start a worker (kitchen-batch worker --redis URL${queue})`,
+  };
+}
 
 /** Items read from Redis at once. */
 const PAGE = 1000;
@@ -35,6 +45,7 @@ export async function redisReportSource(redis: Redis, meta: RunMeta, keys: Queue
 /** Every item enqueued in the queue: its report row, in the order of its first enqueue, read a page at a time. */
 export async function* reportRows(redis: Redis, keys: QueueKeys = DEFAULT_KEYS): AsyncGenerator<ReportItem> {
   const queue = openQueue(redis, keys);
+  const unreached = unreachedError(keys);
   try {
     for (let start = 0; ; start += PAGE) {
       // A string stop: ioredis 6.0.0's types dropped `number` there (redis/ioredis#2162, fixed after 6.0.0).
@@ -55,7 +66,7 @@ export async function* reportRows(redis: Redis, keys: QueueKeys = DEFAULT_KEYS):
         const state = text ? (JSON.parse(text) as StoredState) : null;
         // A state written for an older job belongs to the item before its row or image changed.
         if (state && (!queued || stateOfJob(state, jobIds[i]!, queued.fp))) yield reportItem(state);
-        else if (queued) yield unreached(id, queued);
+        else if (queued) yield unplannedItem(rowOf(id, queued), unreached);
       }
     }
   } finally {
@@ -63,7 +74,7 @@ export async function* reportRows(redis: Redis, keys: QueueKeys = DEFAULT_KEYS):
   }
 }
 
-/** The row of an item no worker has reached. */
-function unreached(id: string, queued: QueuedItem): ReportItem {
-  return unplannedItem({ id, image: queued.image, module: queued.module, style: queued.style }, UNREACHED);
+/** What the report shows of an item no worker has reached: the row as queued. */
+function rowOf(id: string, queued: QueuedItem) {
+  return { id, image: queued.image, module: queued.module, style: queued.style };
 }

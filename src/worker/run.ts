@@ -298,6 +298,7 @@ async function openWorkerLog(
       event: 'worker_start',
       name,
       redis: redactUrl(options.redisUrl),
+      queue: setup.keys.name,
       concurrency: setup.concurrency,
       out: outDir,
       ...describeSourceAccess(setup.access),
