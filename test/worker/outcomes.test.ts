@@ -31,7 +31,9 @@ describe.skipIf(!HAS_REDIS)('worker mode as a new user drives it (two workers, r
    */
   async function failedNight() {
     const key = canaryKey();
-    const sandbox = await sandboxForTest({ apiKey: key, processingMs: 300, jitterMs: 100, queuedMs: 50 });
+    // Jobs of 4 s: both workers stay connected long enough for a `status` (a CLI start, a SCAN of the
+    // queues, then the queue's view) to see them on a loaded machine.
+    const sandbox = await sandboxForTest({ apiKey: key, processingMs: 4000, jitterMs: 100, queuedMs: 50 });
     const c = await catalogue(4);
     cleanups.push(c.remove);
     await appendFile(c.manifest, 'typo,images/k0.jpg,change-style,scandinavain\n');
@@ -44,7 +46,9 @@ describe.skipIf(!HAS_REDIS)('worker mode as a new user drives it (two workers, r
     const workers = [worker('alpha'), worker('beta')];
     const named = await waitFor(
       async () => {
-        const status = JSON.parse((await cli(['status', '--redis', redis.url, '--json'])).stdout);
+        const status = JSON.parse(
+          (await cli(['status', '--redis', redis.url, '--queue', 'kitchen-batch', '--json'])).stdout,
+        );
         return status.workers.length === 2 ? (status.workers as string[]) : null;
       },
       { timeoutMs: 20_000, intervalMs: 100, what: 'two workers connected' },
