@@ -16,7 +16,7 @@ export const UNREACHABLE_MS = 120_000;
 export const RUN_GRACE_MS = 5000;
 /**
  * How long a silent worker's lock on its items lasts (`--stall-timeout`): they are back in play within
- * 1.5 times this (the lock runs out, then the next stall check, every half of it, finds them), short
+ * 1.4 times this (the lock runs out, then the next stall check, every 0.4 of it, finds them), short
  * enough that a killed worker costs a night little, long enough that a live worker's lock, renewed
  * every 0.15 to 0.3 of it, survives its event loop being held up for the rest (docs/contract.md#worker-mode).
  */

@@ -212,9 +212,9 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
       connection: blocking,
       concurrency: setup.concurrency,
       name,
-      // A killed worker's items come back within 1.5 × the stall timeout: its locks run out after at
-      // most `lockDuration`, and the next stall check (every `stalledInterval`) moves them to the
-      // queue. A live worker renews its locks every 0.15 to 0.3 of it (BullMQ's timer runs every
+      // A killed worker's items come back within 1.4 × the stall timeout: its locks run out after at
+      // most `lockDuration`, and the next stall check (every `stalledInterval`, 0.4 of it) moves them
+      // to the queue. A live worker renews its locks every 0.15 to 0.3 of it (BullMQ's timer runs every
       // half `lockRenewTime` and renews the locks older than that), so a lock is lost only when the
       // event loop is held up for 0.7 of it (the bench's takeover section measures the worst delay).
       ...lockTimings(stallTimeoutMs),
@@ -222,6 +222,10 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
       maxStalledCount: 3,
       autorun: false,
     });
+    // This worker's stall check found another's item (its lock ran out): it is back in the queue.
+    worker.on('stalled', (jobId) =>
+      logger.info({ event: 'stalled', job: jobId }, 'item back in the queue: its worker stopped answering'),
+    );
     worker.on('error', (error) => logger.warn({ event: 'queue_error', err: error.message }, 'BullMQ error'));
     const running = worker.run();
     stop.soft.addEventListener('abort', () => void worker.close(), { once: true });
@@ -248,7 +252,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
   return fatal;
 }
 
-/** BullMQ's lock settings for a stall timeout (docs/contract.md#worker-mode: takeover within 1.5 × it). */
+/** BullMQ's lock settings for a stall timeout (docs/contract.md#worker-mode: takeover within 1.4 × it). */
 export function lockTimings(stallTimeoutMs: number): {
   lockDuration: number;
   lockRenewTime: number;
@@ -257,7 +261,7 @@ export function lockTimings(stallTimeoutMs: number): {
   return {
     lockDuration: stallTimeoutMs,
     lockRenewTime: Math.round(stallTimeoutMs * 0.3),
-    stalledInterval: Math.round(stallTimeoutMs / 2),
+    stalledInterval: Math.round(stallTimeoutMs * 0.4),
   };
 }
 
