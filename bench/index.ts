@@ -13,6 +13,7 @@ import { benchReview } from './review.js';
 import { benchS3Out } from './s3-out.js';
 import { benchScale } from './scale.js';
 import { benchSources } from './sources.js';
+import { benchTakeover } from './takeover.js';
 import { fmt, printTable } from './util.js';
 
 /** A section: `run` gets the parts named on the command line and returns its machine-readable result, if any. */
@@ -36,6 +37,11 @@ const SECTIONS: ReadonlyArray<{ name: string; title: string; run: (parts: string
     name: 'scale',
     title: 'Catalogue scale: memory, throughput and tail vs a minimal client',
     run: benchScale,
+  },
+  {
+    name: 'takeover',
+    title: 'Worker takeover: one of four workers killed -9 mid-run vs the ideal 2N/R',
+    run: benchTakeover,
   },
 ];
 

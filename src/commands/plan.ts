@@ -18,6 +18,7 @@ import { redactUrl, redactUrlsInText } from '../util/redact-url.js';
 import { Spool } from '../util/spool.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
+import { describeEstimate, type PlanEstimate, planEstimate } from './plan-estimate.js';
 import { parseRunArgs } from './run.js';
 
 /** One row of the plan. */
@@ -98,17 +99,28 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
       table.add(row);
       await spool.write(JSON.stringify(row));
     }
+    const estimate = await planEstimate(
+      values.sandbox ? undefined : (values['base-url'] ?? deps.env.KITCHEN_API_BASE_URL),
+      deps.env,
+      {
+        jobs: summary.counts.submit,
+        concurrency: options.limits.concurrency,
+        maxRate: options.limits.maxRate,
+        maxDurationMs: options.limits.maxDurationMs,
+      },
+    );
     const header = {
       manifest: redactUrl(manifestPath),
       out_dir: outDir,
       styles_checked: styles !== null,
       summary: summary.counts,
+      estimate,
     };
     const rows = async function* () {
       for await (const line of spool.lines()) yield JSON.parse(line) as PlanRow;
     };
     if (values.json) await writeJson(deps.stdout, header, rows());
-    else await writeTable(deps.stdout, rows(), table, summary.counts, styles !== null);
+    else await writeTable(deps.stdout, rows(), table, summary.counts, styles !== null, estimate);
   } finally {
     await preflighter.close();
     sources.close();
@@ -276,6 +288,7 @@ async function writeTable(
   table: TableWidths,
   summary: PlanSummary['counts'],
   stylesChecked: boolean,
+  estimate: PlanEstimate,
 ): Promise<void> {
   await put(out, `${table.format(HEADER)}\n`);
   for await (const row of rows) await put(out, `${table.format(cells(row))}\n`);
@@ -287,6 +300,7 @@ async function writeTable(
       `${summary.over_limit ? `, ${summary.over_limit} over --max-submissions` : ''}`,
   ];
   if (!stylesChecked) lines.push('styles were not checked against the service');
+  lines.push(describeEstimate(estimate));
   await put(out, `${lines.join('\n')}\n`);
 }
 

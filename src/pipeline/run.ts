@@ -9,6 +9,7 @@ import type { RunReporter } from '../report/reporter.js';
 import type { WrittenReport } from '../report/write.js';
 import { fetchStyleKeys } from '../stages/fetch-styles.js';
 import { writePlanFile } from '../state/plan-file.js';
+import { rememberRate } from '../state/rates.js';
 import type { Item, Report, ReportItem } from '../types.js';
 import type { Flow } from './flow.js';
 import type { ResolvedRunOptions, RunOptions } from './options.js';
@@ -60,7 +61,7 @@ export async function runBatch(input: RunOptions | ResolvedRunOptions): Promise<
       await closeRun(parts);
     }
     // Finish: the final reports, then the exit code (or the error that stopped the run).
-    return await finish(flow, reporter, logger, options.outDir, folder.journal.stats);
+    return await finish(flow, reporter, logger, options, folder.journal.stats);
   } finally {
     await folder.close();
     // A manifest read from a URL or a bucket leaves a temporary copy and a client to close.
@@ -107,9 +108,10 @@ async function finish(
   flow: Flow,
   reporter: RunReporter,
   logger: Logger,
-  outDir: string,
+  options: ResolvedRunOptions,
   journal: { records: number; syncs: number },
 ): Promise<RunResult> {
+  const { outDir } = options;
   reporter.progress();
   let report: WrittenReport;
   try {
@@ -132,6 +134,7 @@ async function finish(
     { event: 'run_end', totals: report.run.totals, stats: report.run.stats, journal },
     'run finished',
   );
+  await rememberLearntRate(report.run, options, logger);
   if (flow.fatal) throw finalError(flow.fatal, flow.submitted);
   if (flow.interrupted) throw new InterruptedError(flow.interrupted);
   const t = report.run.totals;
@@ -142,6 +145,24 @@ async function finish(
     problems: report.problems,
     resumed: { doneEarlier: flow.counts.skipped, submittedNow: flow.submitted },
   };
+}
+
+/**
+ * Remembers the key's rate for `plan`'s estimate (docs/contract.md#plan) when the run learnt it from
+ * 429s; a rate that never met the key's limit says nothing about it. A cache that cannot be written
+ * is a warning in the log, never the run's failure.
+ */
+async function rememberLearntRate(run: Report['run'], options: ResolvedRunOptions, logger: Logger) {
+  const stats = run.stats;
+  if (!stats || stats.rate_limited === 0 || stats.rate_learnt === undefined || stats.rate_learnt <= 0) return;
+  try {
+    await rememberRate(options.service.baseUrl, stats.rate_learnt, options.sources.env);
+  } catch (error) {
+    logger.warn(
+      { event: 'rate_not_remembered', err: (error as Error).message },
+      'cannot remember the learnt rate',
+    );
+  }
 }
 
 /** The manifest's items with the style check against the service's list applied (unknown: rejected). */

@@ -116,6 +116,12 @@ export class ItemProcessor {
     const item = checkStyle(itemOf(data), this.#deps.styles);
     const store = new JobStore(redis, job.id!, token, await loadState(redis, data.id, keys), keys);
     this.#stores.set(data.id, store);
+    // An item another worker held and stopped answering for: when it came back (the takeover's time).
+    if (job.stalledCounter > 0)
+      this.#deps.logger.info(
+        { event: 'taken_over', item: data.id, stalled: job.stalledCounter },
+        'item taken over from a worker that stopped answering',
+      );
     let settled: Settled;
     try {
       settled = await runItemSteps(item, this.#driver(job, store));

@@ -8,6 +8,7 @@
 import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -203,6 +204,9 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     stop.begin();
   };
   let blocking: Redis | undefined;
+  // The worst the event loop was held up (the lock renewal runs on it): in the log's `worker_end`.
+  const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+  loopDelay.enable();
   try {
     const styles = await fetchStyleKeys(shared, (message) => emit({ type: 'warning', message }));
     const review =
@@ -230,12 +234,20 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
       connection: blocking,
       concurrency: setup.concurrency,
       name,
-      lockDuration: stallTimeoutMs,
-      stalledInterval: Math.min(30_000, stallTimeoutMs),
+      // A killed worker's items come back within 1.4 × the stall timeout: its locks run out after at
+      // most `lockDuration`, and the next stall check (every `stalledInterval`, 0.4 of it) moves them
+      // to the queue. A live worker renews its locks every 0.15 to 0.3 of it (BullMQ's timer runs every
+      // half `lockRenewTime` and renews the locks older than that), so a lock is lost only when the
+      // event loop is held up for 0.7 of it (the bench's takeover section measures the worst delay).
+      ...lockTimings(stallTimeoutMs),
       // A worker killed mid-item leaves it "stalled": another takes it over, a few times at most.
       maxStalledCount: 3,
       autorun: false,
     });
+    // This worker's stall check found another's item (its lock ran out): it is back in the queue.
+    worker.on('stalled', (jobId) =>
+      logger.info({ event: 'stalled', job: jobId }, 'item back in the queue: its worker stopped answering'),
+    );
     worker.on('error', (error) => logger.warn({ event: 'queue_error', err: error.message }, 'BullMQ error'));
     const running = worker.run();
     stop.soft.addEventListener('abort', () => void worker.close(), { once: true });
@@ -253,11 +265,26 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     await preflighter.close();
     sources.close();
     blocking?.disconnect();
-    logger.info({ event: 'worker_end', ...summary }, 'worker stopped');
+    loopDelay.disable();
+    const loopDelayMaxMs = Math.round(loopDelay.max / 1e6);
+    logger.info({ event: 'worker_end', ...summary, loop_delay_max_ms: loopDelayMaxMs }, 'worker stopped');
     logger.flush?.();
     close();
   }
   return fatal;
+}
+
+/** BullMQ's lock settings for a stall timeout (docs/contract.md#worker-mode: takeover within 1.4 × it). */
+export function lockTimings(stallTimeoutMs: number): {
+  lockDuration: number;
+  lockRenewTime: number;
+  stalledInterval: number;
+} {
+  return {
+    lockDuration: stallTimeoutMs,
+    lockRenewTime: Math.round(stallTimeoutMs * 0.3),
+    stalledInterval: Math.round(stallTimeoutMs * 0.4),
+  };
 }
 
 /**

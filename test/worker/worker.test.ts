@@ -23,7 +23,12 @@ let redis: TestRedis;
 const cleanups: Array<() => Promise<void>> = [];
 
 /** A sandbox under a fresh key, a catalogue of `n` items enqueued, and workers to start. */
-async function world(n: number, options: SandboxOptions = {}, faults: Partial<SandboxFaults> = {}) {
+async function world(
+  n: number,
+  options: SandboxOptions = {},
+  faults: Partial<SandboxFaults> = {},
+  stallTimeout: string | null = '2',
+) {
   const key = canaryKey();
   const sandbox = await sandboxForTest({
     apiKey: key,
@@ -45,8 +50,7 @@ async function world(n: number, options: SandboxOptions = {}, faults: Partial<Sa
         redis.url,
         '--name',
         name,
-        '--stall-timeout',
-        '2',
+        ...(stallTimeout === null ? [] : ['--stall-timeout', stallTimeout]),
         '--concurrency',
         '8',
         ...extra,
@@ -210,6 +214,30 @@ describe.skipIf(!HAS_REDIS)('worker mode (real Redis, real worker processes)', (
     expect(report.items.map((i) => i.job_id).sort()).toEqual(jobs);
     expect(jobsCreated(w.sandbox)).toBe(3);
   }, 60_000);
+
+  it('kill -9 of one of two workers mid-run, default --stall-timeout: the other takes its items over, each done once, none charged twice', async () => {
+    const w = await world(12, { processingMs: 3000, jitterMs: 0 }, {}, null);
+    const a = w.worker('a');
+    const b = w.worker('b', ['--until-drained']);
+    await waitFor(async () => [...(await phases()).values()].filter((p) => p === 'accepted').length === 12, {
+      timeoutMs: 30_000,
+      what: 'twelve jobs accepted',
+    });
+    a.kill('SIGKILL');
+    await a.exited;
+    // b waits while a's items are held by a's lock, then takes them over when it runs out.
+    expect(await exitOf(b, 90_000)).toBe(0);
+    await expectAllSucceededOnce(w);
+    expect(jobsCreated(w.sandbox)).toBe(12);
+    const log = await readFile(path.join(w.c.out, 'workers', 'b.log'), 'utf8');
+    const takenOver = log.split('\n').filter((line) => line.includes('"taken_over"')).length;
+    const heldByA = (await readFile(path.join(w.c.out, 'workers', 'a.log'), 'utf8'))
+      .split('\n')
+      .filter((line) => line.includes('"event":"accepted"')).length;
+    // Every job a had accepted was taken over (a line a had no time to write can only lower heldByA).
+    expect(takenOver).toBeGreaterThan(0);
+    expect(takenOver).toBeGreaterThanOrEqual(heldByA);
+  }, 120_000);
 
   it('kill -9 mid-download: another worker downloads the result whole, nothing is POSTed again', async () => {
     const w = await world(2, {}, { resultFault: 'slow-drip' });
