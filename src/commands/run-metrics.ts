@@ -54,7 +54,7 @@ export function runExports(
 }
 
 /** The version `kitchen_batch_build_info` carries. */
-function packageVersion(): string {
+export function packageVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
       version?: string;

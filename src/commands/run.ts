@@ -8,6 +8,7 @@ import { humanLogger } from '../util/logger.js';
 import { redactUrlsInText } from '../util/redact-url.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
+import { livezLimits, serveMetrics } from './metrics-endpoint.js';
 import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';
 import { runExports } from './run-metrics.js';
@@ -31,6 +32,11 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
   const { input, values } = parseRunArgs(args, 'run', deps);
   // Metrics, pushgateway and pings end with the exit code the CLI returns (cli.ts's exitCodeFor).
   const { metrics, exporter } = runExports(values, deps.env, deps.stderr);
+  const endpoint = await serveMetrics(values, deps, {
+    registry: metrics.registry,
+    ready: () => !deps.signal?.aborted,
+    ...livezLimits(deps.env),
+  });
   await exporter.start();
   let code: number = 1;
   try {
@@ -41,6 +47,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
     throw error;
   } finally {
     await exporter.end(code);
+    await endpoint?.close();
   }
 }
 

@@ -14,9 +14,10 @@ import type { Logger } from 'pino';
 import type { GovernorOptions } from '../api/governor.js';
 import type { KitchenError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
+import type { RunEvent } from '../pipeline/events.js';
 import { describeSourceAccess, resolveSourceAccess } from '../pipeline/source-access.js';
 import { createPreflighter } from '../preflight/index.js';
-import { connect } from '../stages/connect.js';
+import { type ConnectOptions, connect } from '../stages/connect.js';
 import type { StageContext } from '../stages/context.js';
 import { fetchStyleKeys } from '../stages/fetch-styles.js';
 import { RunStop } from '../stages/stop.js';
@@ -72,6 +73,8 @@ export interface WorkerOptions {
   signals?: { stop?: AbortSignal; abort?: AbortSignal };
   /** Called for each item this worker finishes or hands back, and with warnings. */
   onEvent?: (event: WorkerEvent) => void;
+  /** The metrics endpoint's side (`monitor.ts`): the service's answers and the worker's Redis. */
+  monitor?: { onRunEvent(event: RunEvent): void; attach(redis: Redis): void };
 }
 
 /** What {@link runWorker} returns. */
@@ -101,6 +104,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   // Commands wait for a Redis that restarts instead of failing: a state write that cannot be made
   // holds its POST back until it can.
   const redis = await openRedis(options.redisUrl, { blocking: true });
+  options.monitor?.attach(redis);
   const summary: WorkerSummary = {
     name,
     outDir: null,
@@ -159,6 +163,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
     logger,
     sharedRate: (governor) => new SharedRate(redis, { ...governor, logger }),
+    ...(options.monitor ? monitorHooks(options.monitor.onRunEvent) : {}),
   });
   // Each worker fetches the sources of the items it holds: nothing is shared but the output folder.
   const sources = createSources(setup.access);
@@ -236,6 +241,15 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     close();
   }
   return fatal;
+}
+
+/** The service's answers and rate changes as `run`'s events (pipeline/setup.ts), for the metrics. */
+function monitorHooks(emit: (event: RunEvent) => void): Pick<ConnectOptions, 'onRate' | 'onRequest'> {
+  return {
+    onRate: (event) => emit({ type: 'rate', rate: event.rate }),
+    onRequest: (kind, status) =>
+      emit({ type: 'request', endpoint: kind === 'submit-ambiguous' ? 'submit' : kind, status }),
+  };
 }
 
 /**
