@@ -56,7 +56,7 @@ async function runPipeline(
   input: ReturnType<typeof parseRunArgs<'run'>>['input'],
   values: ReturnType<typeof parseRunArgs<'run'>>['values'],
   deps: CommandDeps,
-  metrics: Pick<RunMetrics, 'handle' | 'finished'>,
+  metrics: Pick<RunMetrics, 'handle' | 'finished' | 'store'>,
 ): Promise<number> {
   const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
@@ -72,6 +72,7 @@ async function runPipeline(
   const options = resolvePlanOptions(
     {
       ...input,
+      sources: { ...input.sources, onStoreOp: metrics.store },
       signals: {
         ...(deps.signal ? { stop: deps.signal } : {}),
         ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),

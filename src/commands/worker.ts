@@ -72,7 +72,7 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
         ...(maxRate !== undefined ? { governor: { maxRate } } : {}),
       },
       ...(concurrency !== undefined ? { concurrency } : {}),
-      sources,
+      sources: monitor ? { ...sources, onStoreOp: monitor.onStoreOp } : sources,
       untilDrained: values['until-drained'] ?? false,
       ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
       ...(grace !== undefined ? { graceMs: grace } : {}),

@@ -49,7 +49,7 @@ const RUN_KEYS: ReadonlyArray<[string, readonly string[]]> = [
     ),
   ],
   ['preflight', keysOf<PreflightRunOptions>()('keepMetadata stripMetadata maxSide')],
-  ['sources', keysOf<SourceAccess>()('maxBytes allowPrivate env')],
+  ['sources', keysOf<SourceAccess>()('maxBytes allowPrivate env onStoreOp')],
   [
     'limits',
     keysOf<LimitOptions>()(

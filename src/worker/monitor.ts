@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import { Counter, Gauge } from 'prom-client';
 import type { RunMetrics } from '../metrics/registry.js';
 import type { RunEvent } from '../pipeline/events.js';
+import type { StoreOp } from '../storage/counted.js';
 import type { WorkerEvent } from './items.js';
 import { openQueue } from './queue.js';
 
@@ -78,6 +79,9 @@ export class WorkerMonitor {
 
   /** The service's answers and rate changes, as `run`'s events carry them. */
   readonly onRunEvent = (event: RunEvent): void => this.#metrics.handle(event);
+
+  /** A store operation (sources read, outputs written), into `run`'s store counters. */
+  readonly onStoreOp = (op: StoreOp): void => this.#metrics.store(op);
 
   /** An item this worker ended, into the same item counters as `run`'s. */
   readonly onWorkerEvent = (event: WorkerEvent): void => {

@@ -24,6 +24,7 @@ import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
 import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
+import { countedOutput } from '../storage/counted.js';
 import { defaultCacheDir, openOutputStore } from '../storage/outputs.js';
 import { isS3Ref } from '../storage/s3/ref.js';
 import { createSources, type SourceAccess } from '../storage/sources.js';
@@ -274,7 +275,8 @@ async function openWorkerLog(
     cacheDir: isS3Ref(outDir) ? defaultCacheDir(outDir, setup.access.env, `worker-${name}`) : null,
     env: setup.access.env,
   });
-  const { output, cacheDir } = opened;
+  const { cacheDir } = opened;
+  const output = countedOutput(opened.output, setup.access.onStoreOp);
   const resultsDir = output.describe('results');
   if (cacheDir === null) await mkdir(resultsDir, { recursive: true });
   const logFile = cacheDir === null ? workerLogFile(outDir, name) : path.join(cacheDir, 'worker.log');

@@ -165,6 +165,12 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
       expect(await one('sum(kitchen_batch_api_requests_total{endpoint="poll"})')).toBe(
         answered(w.sandbox, 'GET', '/v1/jobs/', (s) => s > 0),
       );
+      // Each result is staged once in the output folder; every source was read from a local file.
+      expect(await one('kitchen_batch_store_requests_total{store="output",kind="file",op="stage"}')).toBe(N);
+      expect(
+        await one('sum(kitchen_batch_store_requests_total{store="source",kind="file"})'),
+      ).toBeGreaterThanOrEqual(N);
+      expect(await prom.query('kitchen_batch_store_errors_total')).toEqual([]);
       expect(await one('kitchen_batch_queue_jobs{state="waiting"}')).toBe(0);
       expect(await one('kitchen_batch_queue_jobs{state="active"}')).toBe(0);
       expect(await one('kitchen_batch_queue_oldest_waiting_age_seconds')).toBe(0);
@@ -204,11 +210,13 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
 
   it('/readyz answers 503 from SIGTERM on while /livez still answers 200, during the grace for jobs in flight', async () => {
     const w = await world(3, { processingMs: 20_000, jitterMs: 0, queuedMs: 50 });
+    // Every answer takes 8 s: a submission is in flight when SIGTERM comes, and the grace waits for it.
+    w.sandbox.setFaults({ slowMs: 8000 });
     const worker = w.worker(['--grace', '30']);
     const base = await endpointOf(worker);
-    await waitFor(() => w.sandbox.stats.jobs === 3, {
-      what: '3 jobs submitted',
-      timeoutMs: 30_000,
+    await waitFor(() => w.sandbox.stats.requests.some((r) => r.method === 'POST' && r.status === 0), {
+      what: 'a submission in flight',
+      timeoutMs: 60_000,
       intervalMs: 50,
     });
     expect((await get(`${base}/readyz`)).status).toBe(200);
@@ -251,15 +259,24 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
     expect(await get(`${base}/livez`)).toMatchObject({ status: 200 });
     expect(await get(`${base}/readyz`)).toMatchObject({ status: 200 });
     expect((await get(`${base}/nothing`)).status).toBe(404);
-    const port = base.split(':').at(-1)!;
-    const busy = await runCli(['run', c.manifest, '--out', `${c.out}-2`, '--metrics-port', port], { env });
-    expect(busy.code).toBe(2);
-    expect(busy.stderr).toContain(`127.0.0.1:${port}`);
     expect((await run.exited).code).toBe(0);
     // Closed at exit.
     await expect(fetch(`${base}/livez`)).rejects.toThrow();
+    // A port in use: refused before any work.
+    const holder = createNetServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as { port: number };
+    try {
+      const busy = await runCli(['run', c.manifest, '--out', `${c.out}-2`, '--metrics-port', String(port)], {
+        env,
+      });
+      expect(busy.code).toBe(2);
+      expect(busy.stderr).toContain(`127.0.0.1:${port}`);
+      expect(sandbox.stats.jobs).toBe(2);
+    } finally {
+      holder.close();
+    }
   }, 90_000);
-
   it('/livez answers 503 naming Redis once Redis has been gone longer than its limit; /metrics still answers', async () => {
     // Nothing enqueued: the worker waits for a run, reading Redis every 2 s.
     const worker = spawnCli(['worker', '--redis', redis.url, '--metrics-port', '0'], {
