@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import { runFlagOptions } from '../config.js';
 import { exitCodeFor, UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
@@ -31,7 +32,7 @@ export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: 
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
   // Metrics, pushgateway and pings end with the exit code the CLI returns (cli.ts's exitCodeFor).
-  const { metrics, exporter } = runExports(values, deps.env, deps.stderr);
+  const { metrics, exporter, attachLog } = runExports(values, deps.env, deps.stderr);
   const endpoint = await serveMetrics(values, deps, {
     registry: metrics.registry,
     ready: () => !deps.signal?.aborted,
@@ -40,7 +41,7 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
   await exporter.start();
   let code: number = 1;
   try {
-    code = await runPipeline(input, values, deps, metrics);
+    code = await runPipeline(input, values, deps, metrics, attachLog);
     return code;
   } catch (error) {
     code = exitCodeFor(error);
@@ -57,6 +58,7 @@ async function runPipeline(
   values: ReturnType<typeof parseRunArgs<'run'>>['values'],
   deps: CommandDeps,
   metrics: Pick<RunMetrics, 'handle' | 'finished' | 'store'>,
+  attachLog: (logger: Logger) => void,
 ): Promise<number> {
   const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
@@ -73,6 +75,7 @@ async function runPipeline(
     {
       ...input,
       sources: { ...input.sources, onStoreOp: metrics.store },
+      onLogger: attachLog,
       signals: {
         ...(deps.signal ? { stop: deps.signal } : {}),
         ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),

@@ -45,7 +45,7 @@ const RUN_KEYS: ReadonlyArray<[string, readonly string[]]> = [
   [
     '',
     keysOf<RunOptions>()(
-      'manifest out cache cwd service preflight sources limits resume timing signals output review onEvent logger',
+      'manifest out cache cwd service preflight sources limits resume timing signals output review onEvent logger onLogger',
     ),
   ],
   ['preflight', keysOf<PreflightRunOptions>()('keepMetadata stripMetadata maxSide')],

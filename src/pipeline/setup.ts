@@ -129,6 +129,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   const refusal = shardChange(folder.lastRun?.shard, options.limits.shard, options.outDir);
   if (refusal) throw new StateError('shard_changed', refusal);
   const { logger } = folder;
+  options.onLogger?.(logger);
   // One set of pooled connections (http keep-alive, the S3 client) for every stage of the run.
   const sources = createSources(options.sources);
   // The results, reports and thumbnails written through it are counted for the metrics.
