@@ -11,7 +11,7 @@ import {
   WORKER_GRACE_MS,
   WORKER_STALL_MS,
 } from '../limits.js';
-import { METRICS_FLAGS } from '../metrics/flags.js';
+import { ENDPOINT_FLAGS, METRICS_FLAGS } from '../metrics/flags.js';
 import type { OptionLabel } from '../pipeline/option-types.js';
 import { DEFAULT_THRESHOLD } from '../review/flags.js';
 import { SANDBOX_FLAGS } from '../sandbox/flags.js';
@@ -293,6 +293,7 @@ export const WORKER_FLAGS = {
     shown: '<hostname>-<pid>',
   },
   json: { type: 'boolean', help: 'print the summary as one JSON object' },
+  ...ENDPOINT_FLAGS,
   ...KEY_AND_URL,
 } as const satisfies FlagTable;
 
@@ -303,7 +304,7 @@ export const COMMANDS = {
     usage: 'kitchen-batch run <manifest> [options]',
     summary:
       'Plans, preflights, submits, polls and downloads every item of the manifest, then writes report.json, report.csv and report.html. Rerunning the same command resumes: nothing finished is paid for twice.',
-    flags: { ...RUN_FLAGS, ...METRICS_FLAGS },
+    flags: { ...RUN_FLAGS, ...METRICS_FLAGS, ...ENDPOINT_FLAGS },
     examples: [
       'kitchen-batch run manifests/sample.csv --sandbox',
       'kitchen-batch run catalogue.csv --base-url https://api.example.com --out s3://kitchen-out/nightly/',

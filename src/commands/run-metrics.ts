@@ -4,6 +4,7 @@
  * with the exit code the CLI will return, whatever ended the run.
  */
 import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
 import { MetricsExporter, parseMetricLabels } from '../metrics/export.js';
 import { RunMetrics } from '../metrics/registry.js';
@@ -22,7 +23,7 @@ export function runExports(
   values: MetricsFlagValues,
   env: NodeJS.ProcessEnv,
   stderr: CommandDeps['stderr'],
-): { metrics: RunMetrics; exporter: MetricsExporter } {
+): { metrics: RunMetrics; exporter: MetricsExporter; attachLog: (logger: Logger) => void } {
   let labels: Record<string, string>;
   try {
     labels = parseMetricLabels(values['metrics-label'] ?? []);
@@ -41,6 +42,9 @@ export function runExports(
     }
   }
   const metrics = new RunMetrics(packageVersion());
+  // Warnings go to stderr at once and to run.log once the run's folder is open (the start ping's
+  // warning comes before it: kept until then).
+  const log = new DeferredLog();
   const exporter = new MetricsExporter(
     metrics,
     {
@@ -48,13 +52,32 @@ export function runExports(
       ...(pushgateway ? { pushgateway, labels } : {}),
       ...(pingUrl ? { pingUrl } : {}),
     },
-    (message) => stderr.write(`warning: ${message}\n`),
+    (message) => {
+      stderr.write(`warning: ${message}\n`);
+      log.warn(message);
+    },
   );
-  return { metrics, exporter };
+  return { metrics, exporter, attachLog: (logger) => log.attach(logger) };
+}
+
+/** Warnings for run.log, kept until the run's logger is there. */
+class DeferredLog {
+  #logger: Logger | null = null;
+  readonly #pending: string[] = [];
+
+  warn(message: string): void {
+    if (this.#logger) this.#logger.warn({ event: 'monitoring_warning' }, message);
+    else this.#pending.push(message);
+  }
+
+  attach(logger: Logger): void {
+    this.#logger = logger;
+    for (const message of this.#pending.splice(0)) this.warn(message);
+  }
 }
 
 /** The version `kitchen_batch_build_info` carries. */
-function packageVersion(): string {
+export function packageVersion(): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
       version?: string;

@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import { runFlagOptions } from '../config.js';
 import { exitCodeFor, UsageError } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
@@ -8,6 +9,7 @@ import { humanLogger } from '../util/logger.js';
 import { redactUrlsInText } from '../util/redact-url.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
+import { livezLimits, serveMetrics } from './metrics-endpoint.js';
 import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';
 import { runExports } from './run-metrics.js';
@@ -30,17 +32,23 @@ export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: 
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
   // Metrics, pushgateway and pings end with the exit code the CLI returns (cli.ts's exitCodeFor).
-  const { metrics, exporter } = runExports(values, deps.env, deps.stderr);
+  const { metrics, exporter, attachLog } = runExports(values, deps.env, deps.stderr);
+  const endpoint = await serveMetrics(values, deps, {
+    registry: metrics.registry,
+    ready: () => !deps.signal?.aborted,
+    ...livezLimits(deps.env),
+  });
   await exporter.start();
   let code: number = 1;
   try {
-    code = await runPipeline(input, values, deps, metrics);
+    code = await runPipeline(input, values, deps, metrics, attachLog);
     return code;
   } catch (error) {
     code = exitCodeFor(error);
     throw error;
   } finally {
     await exporter.end(code);
+    await endpoint?.close();
   }
 }
 
@@ -49,7 +57,8 @@ async function runPipeline(
   input: ReturnType<typeof parseRunArgs<'run'>>['input'],
   values: ReturnType<typeof parseRunArgs<'run'>>['values'],
   deps: CommandDeps,
-  metrics: Pick<RunMetrics, 'handle' | 'finished'>,
+  metrics: Pick<RunMetrics, 'handle' | 'finished' | 'store'>,
+  attachLog: (logger: Logger) => void,
 ): Promise<number> {
   const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
@@ -65,6 +74,8 @@ async function runPipeline(
   const options = resolvePlanOptions(
     {
       ...input,
+      sources: { ...input.sources, onStoreOp: metrics.store },
+      onLogger: attachLog,
       signals: {
         ...(deps.signal ? { stop: deps.signal } : {}),
         ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),

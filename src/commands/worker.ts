@@ -22,6 +22,7 @@ import { redisUrl } from '../worker/redis.js';
 import { runWorker, type WorkerEvent, type WorkerSummary } from '../worker/run.js';
 import { flagLabel } from './command-table.js';
 import type { CommandDeps } from './common.js';
+import { workerEndpoint } from './metrics-endpoint.js';
 import { parseFlags } from './parse.js';
 
 const USAGE =
@@ -62,35 +63,47 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   const say = (line: string) => {
     if (!values.json) deps.stderr.write(`${redactUrlsInText(line)}\n`);
   };
-  const summary = await runWorker({
-    redisUrl: url,
-    queue,
-    service: {
-      baseUrl: config.baseUrl,
-      apiKey: config.apiKey,
-      ...(maxRate !== undefined ? { governor: { maxRate } } : {}),
-    },
-    ...(concurrency !== undefined ? { concurrency } : {}),
-    sources,
-    untilDrained: values['until-drained'] ?? false,
-    ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
-    ...(grace !== undefined ? { graceMs: grace } : {}),
-    ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
-    preflight: {
-      keepMetadata: values['keep-metadata'] ?? false,
-      ...(maxSide !== undefined ? { maxSide } : {}),
-    },
-    review: { enabled: !values['no-review'], ...(threshold !== undefined ? { threshold } : {}) },
-    logLevel,
-    ...(values.name ? { name: values.name } : {}),
-    signals: {
-      ...(deps.signal ? { stop: deps.signal } : {}),
-      ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
-    },
-    onEvent: (event) => say(describe(event)),
-  });
-  deps.stdout.write(summaryLine(summary, values.json ?? false));
-  return summary.interrupted ? EXIT.interrupted : EXIT.ok;
+  const served = await workerEndpoint(values, deps);
+  const monitor = served?.monitor;
+  try {
+    const summary = await runWorker({
+      redisUrl: url,
+      queue,
+      service: {
+        baseUrl: config.baseUrl,
+        apiKey: config.apiKey,
+        ...(maxRate !== undefined ? { governor: { maxRate } } : {}),
+      },
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      sources: monitor ? { ...sources, onStoreOp: monitor.onStoreOp } : sources,
+      untilDrained: values['until-drained'] ?? false,
+      ...(stall !== undefined ? { stallTimeoutMs: stall } : {}),
+      ...(grace !== undefined ? { graceMs: grace } : {}),
+      ...(jobTimeoutMs !== undefined ? { jobTimeoutMs } : {}),
+      preflight: {
+        keepMetadata: values['keep-metadata'] ?? false,
+        ...(maxSide !== undefined ? { maxSide } : {}),
+      },
+      review: { enabled: !values['no-review'], ...(threshold !== undefined ? { threshold } : {}) },
+      logLevel,
+      ...(values.name ? { name: values.name } : {}),
+      signals: {
+        ...(deps.signal ? { stop: deps.signal } : {}),
+        ...(deps.hardSignal ? { abort: deps.hardSignal } : {}),
+      },
+      onEvent: (event) => {
+        monitor?.onWorkerEvent(event);
+        say(describe(event));
+      },
+      ...(monitor ? { monitor } : {}),
+    });
+    deps.stdout.write(summaryLine(summary, values.json ?? false));
+    return summary.interrupted ? EXIT.interrupted : EXIT.ok;
+  } finally {
+    monitor?.stopped();
+    await monitor?.close();
+    await served?.endpoint.close();
+  }
 }
 
 function describe(event: WorkerEvent): string {

@@ -28,3 +28,21 @@ export const METRICS_FLAGS = {
     help: 'GET URL/start when the run starts and URL/<exit code> when it ends (healthchecks.io style; or KITCHEN_PING_URL)',
   },
 } as const satisfies FlagTable;
+
+/**
+ * The metrics endpoint of `run` and `worker` (docs/contract.md#monitoring): `/metrics`, `/livez`,
+ * `/readyz` on one port, for Prometheus and Kubernetes' probes.
+ */
+export const ENDPOINT_FLAGS = {
+  'metrics-port': {
+    type: 'string',
+    value: 'PORT',
+    help: 'serve /metrics, /livez and /readyz on PORT while working (0: a free port, printed; or KITCHEN_METRICS_PORT)',
+  },
+  'metrics-host': {
+    type: 'string',
+    value: 'HOST',
+    help: 'the address --metrics-port listens on (or KITCHEN_METRICS_HOST)',
+    shown: '127.0.0.1',
+  },
+} as const satisfies FlagTable;

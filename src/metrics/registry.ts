@@ -6,6 +6,7 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { RunEvent } from '../pipeline/events.js';
+import type { StoreOp } from '../storage/counted.js';
 
 /** Outcomes an item can end with in this run, as `kitchen_batch_items_total{outcome}` labels. */
 const FINAL = new Set(['succeeded', 'failed', 'rejected', 'incomplete', 'skipped']);
@@ -26,6 +27,8 @@ export class RunMetrics {
   private readonly jobSeconds: Histogram;
   private readonly lastSuccess: Gauge;
   private readonly needsReview: Gauge;
+  private readonly storeOps: Counter<'store' | 'kind' | 'op'>;
+  private readonly storeErrors: Counter<'store' | 'kind' | 'op'>;
   /** Submission times by item id, to time jobs; ids never become labels. */
   private readonly submittedAt = new Map<string, number>();
   /** The last cumulative counts seen in a progress event, to turn them into counter increments. */
@@ -105,6 +108,18 @@ export class RunMetrics {
       help: "Results the review flagged as worth a look (report.json's totals.needs_review), set when the run ends.",
       registers,
     });
+    this.storeOps = new Counter({
+      name: 'kitchen_batch_store_requests_total',
+      help: 'Operations on the stores: store source or output, kind file, http or s3, op the operation (open, put, get...).',
+      labelNames: ['store', 'kind', 'op'],
+      registers,
+    });
+    this.storeErrors = new Counter({
+      name: 'kitchen_batch_store_errors_total',
+      help: 'Store operations that failed (a missing source included), by store, kind and op.',
+      labelNames: ['store', 'kind', 'op'],
+      registers,
+    });
     this.lastSuccess = new Gauge({
       name: 'kitchen_batch_last_success_timestamp_seconds',
       help: 'When a run last ended with exit 0 (Unix seconds).',
@@ -160,6 +175,13 @@ export class RunMetrics {
       this.inFlight.set(this.submittedAt.size);
     }
   }
+
+  /** Counts one store operation; pass it as the sources' `onStoreOp`. Labels are a fixed vocabulary. */
+  readonly store = (op: StoreOp): void => {
+    const labels = { store: op.store, kind: op.kind, op: op.op };
+    this.storeOps.inc(labels);
+    if (!op.ok) this.storeErrors.inc(labels);
+  };
 
   /** The run's final totals: what only the report knows (the review's flags). */
   finished(totals: { needs_review: number }): void {

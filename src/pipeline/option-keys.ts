@@ -45,11 +45,11 @@ const RUN_KEYS: ReadonlyArray<[string, readonly string[]]> = [
   [
     '',
     keysOf<RunOptions>()(
-      'manifest out cache cwd service preflight sources limits resume timing signals output review onEvent logger',
+      'manifest out cache cwd service preflight sources limits resume timing signals output review onEvent logger onLogger',
     ),
   ],
   ['preflight', keysOf<PreflightRunOptions>()('keepMetadata stripMetadata maxSide')],
-  ['sources', keysOf<SourceAccess>()('maxBytes allowPrivate env')],
+  ['sources', keysOf<SourceAccess>()('maxBytes allowPrivate env onStoreOp')],
   [
     'limits',
     keysOf<LimitOptions>()(

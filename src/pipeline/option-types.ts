@@ -164,6 +164,11 @@ export interface RunOptions {
    * redacted as in run.log). run.log is written either way.
    */
   logger?: Logger;
+  /**
+   * Given the run's own logger (run.log) once the output folder is open, so that what the caller
+   * does beside the run (the CLI's pushes and pings) is in run.log too.
+   */
+  onLogger?: (logger: Logger) => void;
 }
 
 /** The options of `plan`: a run stopped before submitting, which may have no service. */
@@ -205,6 +210,7 @@ export interface ResolvedRunOptions {
   review: Required<ReviewOptions>;
   onEvent: (event: RunEvent) => void;
   logger: Logger | null;
+  onLogger: ((logger: Logger) => void) | null;
 }
 
 /** {@link PlanOptions} resolved: as a run, with the service optional. */

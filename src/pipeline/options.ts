@@ -203,6 +203,7 @@ function resolveCore(input: PlanOptions, label: OptionLabel): Omit<ResolvedRunOp
     },
     onEvent: input.onEvent ?? (() => {}),
     logger: input.logger ?? null,
+    onLogger: input.onLogger ?? null,
   };
 }
 

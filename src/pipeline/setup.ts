@@ -20,6 +20,7 @@ import { ItemStore } from '../state/items.js';
 import { PLAN_FILE, PlanLines } from '../state/plan-file.js';
 import { openOutFolder } from '../state/remote-folder.js';
 import type { RunFolder } from '../state/run-folder.js';
+import { countedOutput } from '../storage/counted.js';
 import { createSources, type Sources } from '../storage/sources.js';
 import type { Item } from '../types.js';
 import type { RunEvent } from './events.js';
@@ -128,8 +129,11 @@ export function assembleRun(run: OpenedRun): RunParts {
   const refusal = shardChange(folder.lastRun?.shard, options.limits.shard, options.outDir);
   if (refusal) throw new StateError('shard_changed', refusal);
   const { logger } = folder;
+  options.onLogger?.(logger);
   // One set of pooled connections (http keep-alive, the S3 client) for every stage of the run.
   const sources = createSources(options.sources);
+  // The results, reports and thumbnails written through it are counted for the metrics.
+  const output = countedOutput(folder.output, options.sources.onStoreOp);
   const store = new ItemStore(folder.journal, folder.states, {
     onFailure: (error) => flow.fail(error),
     interner: folder.interner,
@@ -137,7 +141,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   // report.html's first thumbnails are made as results arrive (only when there is to be a page).
   const thumbnails = options.output.html
     ? new EarlyThumbnails({
-        output: folder.output,
+        output: output,
         manifestDir: options.manifestDir,
         first: run.first,
         states: store,
@@ -146,7 +150,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   // Each result is reviewed against its source as it arrives, off the critical path.
   const reviewer = options.review.enabled
     ? new Reviewer({
-        outDir: folder.output,
+        outDir: output,
         states: store,
         record: (record) => store.record(record),
         logger,
@@ -184,7 +188,7 @@ export function assembleRun(run: OpenedRun): RunParts {
     stop: stop.soft,
     abort: stop.hard,
     resultsDir: folder.resultsDir,
-    output: folder.output,
+    output: output,
     uploads: new UploadReader(),
   };
   const preflighter = createPreflighter({
@@ -208,7 +212,7 @@ export function assembleRun(run: OpenedRun): RunParts {
   const reporter = new RunReporter({
     manifest: options.manifest,
     manifestDir: options.manifestDir,
-    output: folder.output,
+    output: output,
     reportIntervalMs: options.timing.reportIntervalMs,
     progressIntervalMs: options.timing.progressIntervalMs,
     html: options.output.html,

@@ -92,7 +92,7 @@ export function resolveSourceAccess(
     given.allowPrivate !== undefined
       ? flag(label('sources.allowPrivate'), given.allowPrivate, false)
       : allowPrivateFromEnv(env);
-  return { maxBytes, allowPrivate, env };
+  return { maxBytes, allowPrivate, env, ...(given.onStoreOp ? { onStoreOp: given.onStoreOp } : {}) };
 }
 
 /** Where a resolved access came from, for the log (no value of the environment but these two). */

@@ -7,6 +7,7 @@
  */
 import { Readable } from 'node:stream';
 import { DEFAULT_MAX_SOURCE_BYTES } from '../limits.js';
+import { counted, type StoreOpListener } from './counted.js';
 import { fetchSource, type SourceResponse } from './http/fetch.js';
 import { SourceAgents } from './http/guard.js';
 import { localSources } from './local-source.js';
@@ -30,6 +31,8 @@ export interface SourceAccess {
   allowPrivate: boolean;
   /** Where the S3 client reads its configuration (normally `process.env`). */
   env: S3Env;
+  /** Told of every source read and every output operation, for the metrics (`counted.ts`). */
+  onStoreOp?: StoreOpListener;
 }
 
 /** The access a command has when it says nothing: the 200 MB cap, private addresses refused. */
@@ -194,11 +197,19 @@ export function createSources(access: SourceAccess): Sources {
     const kind = sourceKind(ref);
     return kind === 's3' ? s3Store() : kind === 'http' ? http : localSources;
   };
+  const listener = access.onStoreOp;
+  // Counted by the reference's form; the label never carries the reference itself.
+  const count = <T>(ref: string, op: string, call: () => Promise<T>): Promise<T> => {
+    if (!listener) return call();
+    const kind = sourceKind(ref);
+    return counted(listener, { store: 'source', kind: kind === 'local' ? 'file' : kind, op }, call);
+  };
   return {
     access,
-    stat: (ref) => storeOf(ref).stat(ref),
-    open: (ref, options) => storeOf(ref).open(ref, options),
-    openIfChanged: (ref, known, options) => openIfChanged(storeOf(ref), ref, known, options),
+    stat: (ref) => count(ref, 'stat', () => storeOf(ref).stat(ref)),
+    open: (ref, options) => count(ref, 'open', () => storeOf(ref).open(ref, options)),
+    openIfChanged: (ref, known, options) =>
+      count(ref, 'open_if_changed', () => openIfChanged(storeOf(ref), ref, known, options)),
     close() {
       http.close();
       s3?.close();

@@ -15,15 +15,17 @@ import type { Logger } from 'pino';
 import type { GovernorOptions } from '../api/governor.js';
 import type { KitchenError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, UNREACHABLE_MS, WORKER_GRACE_MS, WORKER_STALL_MS } from '../limits.js';
+import type { RunEvent } from '../pipeline/events.js';
 import { describeSourceAccess, resolveSourceAccess } from '../pipeline/source-access.js';
 import { createPreflighter } from '../preflight/index.js';
-import { connect } from '../stages/connect.js';
+import { type ConnectOptions, connect } from '../stages/connect.js';
 import type { StageContext } from '../stages/context.js';
 import { fetchStyleKeys } from '../stages/fetch-styles.js';
 import { RunStop } from '../stages/stop.js';
 import { UploadReader } from '../stages/submit.js';
 import { preparedDir, workerLogFile } from '../state/run-files.js';
 import { removeLeftoverParts } from '../state/run-folder.js';
+import { countedOutput } from '../storage/counted.js';
 import { defaultCacheDir, openOutputStore } from '../storage/outputs.js';
 import { isS3Ref } from '../storage/s3/ref.js';
 import { createSources, type SourceAccess } from '../storage/sources.js';
@@ -84,6 +86,8 @@ export interface WorkerOptions {
   signals?: { stop?: AbortSignal; abort?: AbortSignal };
   /** Called for each item this worker finishes or hands back, and with warnings. */
   onEvent?: (event: WorkerEvent) => void;
+  /** The metrics endpoint's side (`monitor.ts`): the service's answers and the worker's Redis. */
+  monitor?: { onRunEvent(event: RunEvent): void; attach(redis: Redis, keys: QueueKeys): void };
 }
 
 /** What {@link runWorker} returns. */
@@ -113,6 +117,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   // Commands wait for a Redis that restarts instead of failing: a state write that cannot be made
   // holds its POST back until it can.
   const redis = await openRedis(options.redisUrl, { blocking: true });
+  const keys = queueKeys(options.queue ?? DEFAULT_QUEUE);
+  options.monitor?.attach(redis, keys);
   const summary: WorkerSummary = {
     name,
     outDir: null,
@@ -127,7 +133,6 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     interrupted ??= reason;
     stop.begin();
   });
-  const keys = queueKeys(options.queue ?? DEFAULT_QUEUE);
   try {
     const meta = await waitForRun(redis, keys, options, stop.soft);
     if (!meta) return { ...summary, drained: true };
@@ -180,6 +185,7 @@ async function work(setup: WorkSetup, options: WorkerOptions): Promise<KitchenEr
     service: { ...options.service, unreachableMs: options.service.unreachableMs ?? UNREACHABLE_MS },
     logger,
     sharedRate: (governor) => new SharedRate(redis, { ...governor, keys: setup.rate, logger }),
+    ...(options.monitor ? monitorHooks(options.monitor.onRunEvent) : {}),
   });
   // Each worker fetches the sources of the items it holds: nothing is shared but the output folder.
   const sources = createSources(setup.access);
@@ -287,6 +293,15 @@ export function lockTimings(stallTimeoutMs: number): {
   };
 }
 
+/** The service's answers and rate changes as `run`'s events (pipeline/setup.ts), for the metrics. */
+function monitorHooks(emit: (event: RunEvent) => void): Pick<ConnectOptions, 'onRate' | 'onRequest'> {
+  return {
+    onRate: (event) => emit({ type: 'rate', rate: event.rate }),
+    onRequest: (kind, status) =>
+      emit({ type: 'request', endpoint: kind === 'submit-ambiguous' ? 'submit' : kind, status }),
+  };
+}
+
 /**
  * The worker's log file in the run's folder (`workers/<name>.log`), opened once `results/` is there
  * and what a killed worker left half-written in it is gone.
@@ -309,7 +324,8 @@ async function openWorkerLog(
     cacheDir: isS3Ref(outDir) ? defaultCacheDir(outDir, setup.access.env, `worker-${name}`) : null,
     env: setup.access.env,
   });
-  const { output, cacheDir } = opened;
+  const { cacheDir } = opened;
+  const output = countedOutput(opened.output, setup.access.onStoreOp);
   const resultsDir = output.describe('results');
   if (cacheDir === null) await mkdir(resultsDir, { recursive: true });
   const logFile = cacheDir === null ? workerLogFile(outDir, name) : path.join(cacheDir, 'worker.log');

@@ -134,6 +134,15 @@ describe.skipIf(!existsSync(PUSHGATEWAY))('run --pushgateway (real pushgateway)'
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain(`warning: cannot push metrics to ${down}/metrics/job/kitchen-batch`);
+    // The same warning is in run.log, as a monitoring_warning line.
+    const log = (await readFile(tmp.file('out-down/run.log'), 'utf8')).split('\n').filter(Boolean);
+    const warned = log.map((line) => JSON.parse(line) as { event?: string; msg?: string });
+    expect(
+      warned.some(
+        (l) => l.event === 'monitoring_warning' && l.msg?.startsWith(`cannot push metrics to ${down}/`),
+      ),
+      log.join('\n'),
+    ).toBe(true);
   });
 });
 
