@@ -15,8 +15,12 @@ RUN npm ci --no-audit --no-fund && npm run build
 FROM node:26-slim
 # Two malloc arenas instead of glibc's 8 per core: sharp's threads allocate and free pixel buffers
 # in arenas of their own, which keep freed memory resident; fewer arenas lower the run's peak RSS
-# (README, "Output": memory) without touching the JavaScript heap.
-ENV NODE_ENV=production MALLOC_ARENA_MAX=2
+# (README, "Output": memory) without touching the JavaScript heap. 8 MB semi-spaces: Node 22 and
+# later let V8's young generation grow to 32 MB ones (Node 20: 16 MB), which a batch run filling it
+# with short-lived buffers keeps resident; with 8 MB the CLI's peak RSS on Node 26 is Node 20's
+# again (207 against 203 MB at 2,040 items, 64 MB less at 10,200), for more CPU than Node 26's
+# default and still less than Node 20's.
+ENV NODE_ENV=production MALLOC_ARENA_MAX=2 NODE_OPTIONS=--max-semi-space-size=8
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force

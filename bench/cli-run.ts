@@ -25,7 +25,29 @@ export interface MeasureOptions {
   onStart?: (child: ChildProcess) => void;
   /** The folder of the run's run.log (an `s3://` output's cache). @default the output folder */
   logDir?: string;
+  /** Node options for the child (V8 heap flags, say), before the script. */
+  nodeArgs?: string[];
+  /** Another Node binary and built CLI (an older commit's, on an older Node). @default this one's */
+  node?: string;
+  bin?: string;
 }
+
+/**
+ * The runtime settings of the container image (the last `ENV` line of the Dockerfile:
+ * `MALLOC_ARENA_MAX`, `NODE_OPTIONS`), given to every measured CLI run so the figures are those of
+ * the CLI as shipped, and cannot drift from the image. The probe environment's own variables win.
+ */
+export const IMAGE_ENV: Record<string, string> = Object.fromEntries(
+  (
+    readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')
+      .match(/^ENV (.+)$/gm)
+      ?.at(-1) ?? ''
+  )
+    .slice(4)
+    .split(/\s+/)
+    .filter((pair) => pair.includes('=') && !pair.startsWith('NODE_ENV='))
+    .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+);
 
 /** Builds dist/ (the CLI runs as a child process, as users run it). */
 export function buildDist(): void {
@@ -101,10 +123,11 @@ export async function measureCli(
   const emulatorCpu = emulator.cpuS();
   const started = performance.now();
   const child = spawn(
-    process.execPath,
+    options.node ?? process.execPath,
     [
       '--trace-gc',
-      path.join(ROOT, 'dist', 'bin.js'),
+      ...(options.nodeArgs ?? []),
+      options.bin ?? path.join(ROOT, 'dist', 'bin.js'),
       'run',
       manifest,
       '--base-url',
@@ -119,7 +142,7 @@ export async function measureCli(
     ],
     {
       cwd,
-      env: { PATH: process.env.PATH ?? '', KITCHEN_API_KEY: 'bench', ...options.env },
+      env: { PATH: process.env.PATH ?? '', KITCHEN_API_KEY: 'bench', ...IMAGE_ENV, ...options.env },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
@@ -166,7 +189,7 @@ export async function measureCommand(
   const started = performance.now();
   const child = spawn(process.execPath, [path.join(ROOT, 'dist', 'bin.js'), ...args], {
     cwd,
-    env: { PATH: process.env.PATH ?? '' },
+    env: { PATH: process.env.PATH ?? '', ...IMAGE_ENV },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const peak = sampleProcess(child);

@@ -5,6 +5,7 @@
  * With `--json` the tables go to stderr and stdout gets one JSON document: each section's wall time,
  * outcome and result (the engine's: a result per scenario with its figures and targets).
  */
+import { IMAGE_ENV } from './cli-run.js';
 import { benchEngine } from './engine/index.js';
 import { benchManifest } from './manifest.js';
 import { benchPreflight } from './preflight.js';
@@ -67,6 +68,8 @@ async function main(argv: readonly string[]): Promise<number> {
   const timings: string[][] = [];
   const results: Array<{ section: string; wall_s: number; outcome: string; result: unknown }> = [];
   let failed = false;
+  const imageEnv = Object.entries(IMAGE_ENV).map(([name, value]) => `${name}=${value}`);
+  console.log(`Node ${process.version}; the CLI runs with the container image's ${imageEnv.join(' ')}`);
   for (const section of chosen) {
     console.log(`\n=== ${section.name}: ${section.title} ===`);
     const started = performance.now();

@@ -93,7 +93,8 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
       },
       onEvent: (event) => {
         monitor?.onWorkerEvent(event);
-        say(describe(event));
+        const line = describe(event);
+        if (line !== null) say(line);
       },
       ...(monitor ? { monitor } : {}),
     });
@@ -106,8 +107,11 @@ export async function workerCommand(args: string[], deps: CommandDeps): Promise<
   }
 }
 
-function describe(event: WorkerEvent): string {
+/** The event's line on stderr, or null for one that is only counted (a submission). */
+function describe(event: WorkerEvent): string | null {
   switch (event.type) {
+    case 'submitted':
+      return null;
     case 'start':
       return `worker ${event.name}: working for ${event.outDir} (log: ${event.log})`;
     case 'warning':

@@ -23,6 +23,8 @@ import { JobStore, LockLostError, loadState } from './store.js';
 export type WorkerEvent =
   | { type: 'start'; name: string; outDir: string; log: string }
   | { type: 'item'; id: string; status: ItemStatus | 'handed_back' | 'retry'; error?: ItemError }
+  /** A job of the item was accepted (a paid 202): for the metrics, not printed. */
+  | { type: 'submitted'; id: string; jobId: string }
   | { type: 'warning'; message: string };
 
 /** What a queued job returns to BullMQ when its item ended (kept in Redis, small). */
@@ -155,8 +157,8 @@ export class ItemProcessor {
           await job.updateData({ ...data, resend: false, retryFailed: false });
         return null;
       },
-      // submitItem has logged it; nothing else waits for it here.
-      accepted: () => {},
+      // submitItem has logged it; the metrics count it (paid submissions, jobs in flight).
+      accepted: (id, jobId) => this.#deps.emit({ type: 'submitted', id, jobId }),
       // While the worker still holds the item, so the verdict is written under its lock.
       review: async (id) => this.#reviewer?.reviewNow(id),
     };

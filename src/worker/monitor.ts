@@ -90,6 +90,7 @@ export class WorkerMonitor {
   /** An item this worker ended, into the same item counters as `run`'s. */
   readonly onWorkerEvent = (event: WorkerEvent): void => {
     if (event.type === 'warning') this.#metrics.handle(event);
+    if (event.type === 'submitted') this.#metrics.handle({ type: 'item', id: event.id, status: 'submitted' });
     if (event.type !== 'item' || event.status === 'handed_back' || event.status === 'retry') return;
     this.#metrics.handle({
       type: 'item',

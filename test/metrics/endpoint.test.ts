@@ -163,6 +163,9 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
       const accepted = answered(w.sandbox, 'POST', '/v1/modules/', (s) => s === 202);
       expect(accepted).toBe(w.sandbox.stats.jobs);
       expect(await one('kitchen_batch_api_requests_total{endpoint="submit",status="2xx"}')).toBe(accepted);
+      expect(await one('kitchen_batch_submissions_total')).toBe(accepted);
+      expect(await one('kitchen_batch_jobs_in_flight')).toBe(0);
+      expect(await one('kitchen_batch_job_duration_seconds_count')).toBe(N);
       expect(await one('sum(kitchen_batch_api_requests_total{endpoint="poll"})')).toBe(
         answered(w.sandbox, 'GET', '/v1/jobs/', (s) => s > 0),
       );
@@ -208,7 +211,15 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
     expect(
       value(text, 'kitchen_batch_queue_oldest_waiting_age_seconds{queue="kitchen-batch"}'),
     ).toBeGreaterThan(0);
-    expect(value(text, 'kitchen_batch_jobs_in_flight')).toBe(0);
+    // The accepted job is a paid submission in flight (once the worker has its 202).
+    const metrics = await waitFor(
+      async () => {
+        const body = (await get(`${base}/metrics`)).body;
+        return value(body, 'kitchen_batch_jobs_in_flight') === 1 ? body : null;
+      },
+      { what: 'the job in flight in the metrics', timeoutMs: 20_000, intervalMs: 100 },
+    );
+    expect(value(metrics, 'kitchen_batch_submissions_total')).toBe(1);
   }, 150_000);
 
   it('/readyz answers 503 from SIGTERM on while /livez still answers 200, during the grace for jobs in flight', async () => {

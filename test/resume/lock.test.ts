@@ -64,8 +64,9 @@ function spawnOwn(command: string, args: string[]): { pid: number; stdout: () =>
 
 describe('lock', () => {
   it('refuses a second run on the same folder (exit 2, names the holder pid, submits nothing)', async () => {
-    // The first run holds the lock while its GET /v1/styles is held back.
-    const { fixture, sandbox, out } = await setup(2, { faults: { slowMs: 4000 } });
+    // The first run holds the lock while its GET /v1/styles is held back: long enough for the second
+    // run to start and be refused on a loaded machine (4 s was not: the holder went on to POST).
+    const { fixture, sandbox, out } = await setup(2, { faults: { slowMs: 15_000 } });
     const holder = startRun(fixture, sandbox, out);
     await waitFor(async () => (await lockPid(out)) === holder.pid, {
       what: 'the first run to hold the lock',
