@@ -14,20 +14,13 @@ import type { Sandbox } from '../../src/sandbox/index.js';
 import { type CliProcess, killAllClis, runCli, spawnCli, waitFor } from '../helpers/cli.js';
 import { canaryKey, QUICK_JOBS, sandboxForTest } from '../helpers/sandbox.js';
 import { tempDir } from '../helpers/tmp.js';
+import { freePort } from '../support/ports.js';
 import { HAS_REDIS } from '../support/redis.js';
 import { catalogue, cli, exitOf, itemStates, useRedis } from '../worker/world.js';
 
 const PROMETHEUS = '/usr/bin/prometheus';
 const PROMTOOL = '/usr/bin/promtool';
 const cleanups: Array<() => Promise<void>> = [];
-
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** The endpoint's base URL, from the line the command prints when it listens. */
 async function endpointOf(child: CliProcess): Promise<string> {

@@ -6,11 +6,11 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { killAllClis, REPO_ROOT, runCli, spawnCli, waitFor } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/tmp.js';
+import { freePort } from '../support/ports.js';
 
 const PUSHGATEWAY = '/usr/bin/prometheus-pushgateway';
 const PROMTOOL = '/usr/bin/promtool';
@@ -27,14 +27,6 @@ beforeAll(async () => {
     `${sample[0]}\n${sample[1]}\nmissing,images/not-there.jpg,change-style,scandinavian,,\n`,
   );
 });
-
-async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** A ping server recording each request's path and headers. */
 async function pingServer(): Promise<{ url: string; seen: string[]; raw: string[]; server: Server }> {
