@@ -5,8 +5,8 @@
  * API key, nor a hash of it, which would let anyone holding the file test a guessed key.
  */
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
+import { kitchenCacheDir } from '../util/cache-dir.js';
 import { redactUrl } from '../util/redact-url.js';
 
 /** A rate remembered for one service. */
@@ -19,8 +19,7 @@ export interface RememberedRate {
 
 /** Where the rates live: `$XDG_CACHE_HOME/kitchen-batch/rates.json`, else `~/.cache/kitchen-batch/rates.json`. */
 export function ratesFile(env: Readonly<Record<string, string | undefined>>): string {
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(base, 'kitchen-batch', 'rates.json');
+  return path.join(kitchenCacheDir(env), 'rates.json');
 }
 
 /** The file's key for a service: its base URL without credentials or a trailing slash. */

@@ -4,8 +4,8 @@
  * a run's folder with its journal and lock is opened by `state/remote-folder.ts`.
  */
 import { createHash } from 'node:crypto';
-import os from 'node:os';
 import path from 'node:path';
+import { kitchenCacheDir } from '../util/cache-dir.js';
 import { LocalOutputStore } from './local-output.js';
 import { createS3Client, type S3Env } from './s3/client.js';
 import { S3OutputStore } from './s3/output-store.js';
@@ -18,9 +18,8 @@ import type { OutputStore } from './types.js';
  * URL, so two runs of two prefixes on one machine never share one. `sub` keeps a worker's apart.
  */
 export function defaultCacheDir(url: string, env: S3Env = process.env, sub?: string): string {
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
   const key = createHash('sha256').update(url).digest('hex').slice(0, 16);
-  return path.join(base, 'kitchen-batch', 'out', key, ...(sub ? [sub] : []));
+  return path.join(kitchenCacheDir(env), 'out', key, ...(sub ? [sub] : []));
 }
 
 /** An opened output store, and how to let go of its connections. */
