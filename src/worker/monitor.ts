@@ -46,6 +46,8 @@ export class WorkerMonitor {
   #oldestAgeS = 0;
   #readAt = Number.NEGATIVE_INFINITY;
   #reading: Promise<void> | null = null;
+  /** The scrape's wait for {@link #reading}, shared by the metrics it collects (one error counted). */
+  #waiting: Promise<void> | null = null;
 
   constructor(metrics: RunMetrics, options: WorkerMonitorOptions = {}) {
     this.#metrics = metrics;
@@ -78,6 +80,10 @@ export class WorkerMonitor {
       name: 'kitchen_batch_queue_read_errors_total',
       help: 'Scrapes whose queue figures could not be read from Redis (the last values were kept).',
       registers,
+      // A registry collects its metrics at once: this one waits for the same read the gauges wait for.
+      async collect() {
+        await self.#refresh();
+      },
     });
   }
 
@@ -136,10 +142,17 @@ export class WorkerMonitor {
     await this.#queue?.close().catch(() => {});
   }
 
-  /** Reads the queue's figures unless fresh ones are cached; one read at a time. */
-  async #refresh(): Promise<void> {
+  /** Reads the queue's figures unless fresh ones are cached; one read and one wait at a time. */
+  #refresh(): Promise<void> {
     const queue = this.#queue;
-    if (!queue || this.#now() - this.#readAt < CACHE_MS) return;
+    if (!queue || this.#now() - this.#readAt < CACHE_MS) return Promise.resolve();
+    this.#waiting ??= this.#wait(queue).finally(() => {
+      this.#waiting = null;
+    });
+    return this.#waiting;
+  }
+
+  async #wait(queue: Queue): Promise<void> {
     this.#reading ??= this.#read(queue).finally(() => {
       this.#reading = null;
     });

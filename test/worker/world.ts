@@ -45,7 +45,7 @@ export function useRedis(): TestRedis {
       return running().dir;
     },
     stop: () => running().stop(),
-    restart: () => running().restart(),
+    restart: (whileDown?: () => unknown) => running().restart(whileDown),
   };
 }
 
