@@ -285,13 +285,12 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
     }
   }, 150_000);
   it('/livez answers 503 naming Redis once Redis has been gone longer than its limit; /metrics still answers', async () => {
-    // Nothing enqueued: the worker waits for a run, reading Redis every 2 s.
+    // Nothing enqueued: the worker waits for a run, reading Redis every 2 s. The service is a real
+    // one: an unreachable service would stop the worker (exit 3) on a machine slow enough.
+    const key = canaryKey();
+    const sandbox = await sandboxForTest({ apiKey: key });
     const worker = spawnCli(['worker', '--redis', redis.url, '--metrics-port', '0'], {
-      env: {
-        KITCHEN_API_KEY: canaryKey(),
-        KITCHEN_API_BASE_URL: 'http://127.0.0.1:9',
-        KITCHEN_LIVEZ_REDIS_SECONDS: '1',
-      },
+      env: { KITCHEN_API_KEY: key, KITCHEN_API_BASE_URL: sandbox.url, KITCHEN_LIVEZ_REDIS_SECONDS: '1' },
     });
     const base = await endpointOf(worker);
     expect((await get(`${base}/livez`)).status).toBe(200);
