@@ -16,6 +16,10 @@
  *   ConditionalRequestConflict) or a reset connection, for the next N matching requests;
  * - a record of every request (method, key, status, headers), for assertions and secret greps.
  *
+ * - ListObjectsV2 answered through s3rver's ListObjects (v1, `marker`): s3rver 3.7.1 makes its
+ *   continuation tokens with DES, which OpenSSL 3 (Node >= 17) no longer has, so every truncated
+ *   v2 listing (over 1,000 keys) answers 500. The front's token is the last key listed, base64url.
+ *
  * The ETags of keys written through it are remembered, so a conditional write costs s3rver no HEAD
  * (the benchmark of issue 33 runs this server on the machine it measures).
  */
@@ -132,6 +136,56 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
     });
   };
 
+  /** ListObjectsV2 of `bucket`, asked of s3rver as ListObjects v1 (anonymous, as s3rver allows). */
+  const listV2 = async (
+    bucket: string,
+    query: URLSearchParams,
+    res: http.ServerResponse,
+  ): Promise<number> => {
+    const token = query.get('continuation-token');
+    const v1 = new URLSearchParams();
+    for (const name of ['prefix', 'delimiter', 'max-keys']) {
+      const value = query.get(name);
+      if (value !== null) v1.set(name, value);
+    }
+    const marker = token ? Buffer.from(token, 'base64url').toString('utf8') : query.get('start-after');
+    if (marker) v1.set('marker', marker);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const list = http.request(
+        { host: target.hostname, port: target.port, method: 'GET', path: `/${bucket}?${v1}` },
+        (reply) => {
+          const parts: Buffer[] = [];
+          reply.on('data', (chunk: Buffer) => parts.push(chunk));
+          reply.on('end', () =>
+            resolve({ status: reply.statusCode ?? 502, body: Buffer.concat(parts).toString() }),
+          );
+          reply.on('error', reject);
+        },
+      );
+      list.on('error', reject);
+      list.end();
+    });
+    let body = answer.body;
+    if (answer.status === 200) {
+      const keys = [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => unescapeXml(m[1]!));
+      const prefixes = [...body.matchAll(/<CommonPrefixes><Prefix>([^<]*)<\/Prefix>/g)].map((m) =>
+        unescapeXml(m[1]!),
+      );
+      const last = [...keys, ...prefixes].sort().at(-1);
+      const truncated = /<IsTruncated>true<\/IsTruncated>/.test(body);
+      const v2 =
+        `<KeyCount>${keys.length + prefixes.length}</KeyCount>` +
+        (token ? `<ContinuationToken>${escapeXml(token)}</ContinuationToken>` : '') +
+        (truncated && last !== undefined
+          ? `<NextContinuationToken>${Buffer.from(last).toString('base64url')}</NextContinuationToken>`
+          : '');
+      body = body.replace(/<Marker>[^<]*<\/Marker>(<NextMarker>[^<]*<\/NextMarker>)?/, v2);
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/xml' });
+    res.end(body);
+    return answer.status;
+  };
+
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://front');
     const key = decodeURIComponent(url.pathname.slice(1));
@@ -150,6 +204,14 @@ export async function startConditionalS3(buckets: string[]): Promise<Conditional
         return;
       }
       seen.status = answerError(res, rule.status ?? 503, key);
+      return;
+    }
+    if (req.method === 'GET' && url.searchParams.get('list-type') === '2' && /^[^/]+\/?$/.test(key)) {
+      try {
+        seen.status = await listV2(key.replace(/\/$/, ''), url.searchParams, res);
+      } catch (error) {
+        seen.status = answerError(res, 500, key, String(error));
+      }
       return;
     }
     const ifNoneMatch = header(req, 'if-none-match');
@@ -231,6 +293,16 @@ function answerError(res: http.ServerResponse, status: number, key: string, mess
       `<Key>${escapeXml(key)}</Key><RequestId>front</RequestId></Error>`,
   );
   return status;
+}
+
+function unescapeXml(text: string): string {
+  const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+  return text.replace(/&(#x[0-9a-f]+|#\d+|\w+);/gi, (whole, name: string) => {
+    if (name[0] !== '#') return named[name] ?? whole;
+    return String.fromCodePoint(
+      name[1] === 'x' || name[1] === 'X' ? Number.parseInt(name.slice(2), 16) : Number(name.slice(1)),
+    );
+  });
 }
 
 function escapeXml(text: string): string {
