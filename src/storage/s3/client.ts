@@ -193,6 +193,9 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
     // socketTimeout is the idle timeout that fails the attempt (requestTimeout only warns unless told to throw).
     requestHandler: { connectionTimeout: requestTimeoutMs, socketTimeout: requestTimeoutMs },
     requestChecksumCalculation: checksums,
+    // Each command's middleware chain is resolved once, not per request (it was a tenth of the
+    // client's CPU per result at 10^4 results). Holds for calls without per-call options.
+    cacheMiddleware: true,
     responseChecksumValidation: checksums,
     ...(endpoint === null ? {} : { endpoint }),
   });

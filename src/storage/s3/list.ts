@@ -72,15 +72,15 @@ export async function* listS3Glob(
   do {
     let page: ListObjectsV2CommandOutput;
     try {
-      page = await client.send(
-        new ListObjectsV2Command({
-          Bucket: bucket,
-          MaxKeys: pageSize,
-          ...(prefix === '' ? {} : { Prefix: prefix }),
-          ...(token === undefined ? {} : { ContinuationToken: token }),
-        }),
-        options.signal === undefined ? {} : { abortSignal: options.signal },
-      );
+      const command = new ListObjectsV2Command({
+        Bucket: bucket,
+        MaxKeys: pageSize,
+        ...(prefix === '' ? {} : { Prefix: prefix }),
+        ...(token === undefined ? {} : { ContinuationToken: token }),
+      });
+      page = await (options.signal === undefined
+        ? client.send(command)
+        : client.send(command, { abortSignal: options.signal }));
     } catch (error) {
       throw isAbort(error) ? error : toSourceError(error, pattern);
     }

@@ -16,7 +16,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -40,7 +39,7 @@ import {
 import type { S3Access } from './client.js';
 import { nameOf, statusOf, toStoreError } from './output-errors.js';
 import { type PutTarget, sendFile, sendPut } from './output-put.js';
-import { flatName, STAGED_SUFFIX, spool, spoolWriter, stagedPath } from './output-spool.js';
+import { CacheFolders, flatName, removeFile, STAGED_SUFFIX, spool, spoolWriter } from './output-spool.js';
 import { checkKey, resolveInBucket } from './output-url.js';
 import { formatS3Ref } from './ref.js';
 
@@ -69,6 +68,7 @@ export class S3OutputStore implements OutputStore {
   readonly cacheDir: string;
   readonly #access: S3Access;
   readonly #pageSize: number;
+  readonly #folders = new CacheFolders();
 
   constructor(options: S3OutputStoreOptions) {
     const { prefix } = options;
@@ -94,23 +94,24 @@ export class S3OutputStore implements OutputStore {
       const bytes = Buffer.from(body);
       return sendPut(this.#target, key, () => bytes, bytes.length, options);
     }
-    const file = await stagedPath(this.#staging, key);
+    const file = await this.#folders.stagedPath(this.#staging, key);
     try {
       await spool(file, body);
       return await sendFile(this.#target, key, file, options);
     } finally {
-      await rm(file, { force: true });
+      await removeFile(file);
     }
   }
 
   async writer(key: string, options: PutOptions = {}): Promise<ObjectWriter> {
     checkKey(key);
     await this.evict(key);
-    return spoolWriter(this.#staging, key, (file) => sendFile(this.#target, key, file, options));
+    const file = await this.#folders.stagedPath(this.#staging, key);
+    return spoolWriter(file, (spooled) => sendFile(this.#target, key, spooled, options));
   }
 
   async stage(near: string): Promise<StagedFile> {
-    const file = await stagedPath(this.#staging, near);
+    const file = await this.#folders.stagedPath(this.#staging, near);
     return {
       file,
       commit: async (key, options = {}) => {
@@ -120,15 +121,14 @@ export class S3OutputStore implements OutputStore {
           // Downloads are stored write-once: never over an object this run did not write.
           const stored = await sendFile(this.#target, key, file, { ...options, ifAbsent: true });
           // The bytes stay as the cached copy: the review and the thumbnails read them with no GET.
-          const cached = this.#cached(key);
-          await mkdir(path.dirname(cached), { recursive: true });
-          await rename(file, cached);
+          await this.#folders.moveInto(file, this.#cached(key));
           return stored;
-        } finally {
-          await rm(file, { force: true });
+        } catch (error) {
+          await removeFile(file);
+          throw error;
         }
       },
-      discard: () => rm(file, { force: true }),
+      discard: () => removeFile(file),
     };
   }
 
@@ -245,20 +245,20 @@ export class S3OutputStore implements OutputStore {
     const cached = this.#cached(checkKey(key));
     if (existsSync(cached)) return cached;
     const body = await this.get(key);
-    const file = await stagedPath(this.#staging, key);
+    const file = await this.#folders.stagedPath(this.#staging, key);
     try {
       await pipeline(body, createWriteStream(file));
-      await mkdir(path.dirname(cached), { recursive: true });
-      await rename(file, cached);
-    } finally {
-      await rm(file, { force: true });
+      await this.#folders.moveInto(file, cached);
+    } catch (error) {
+      await removeFile(file);
+      throw error;
     }
     return cached;
   }
 
   /** Drops the key's cached copy (no error when there is none). */
   async evict(key: string): Promise<void> {
-    await rm(this.#cached(checkKey(key)), { force: true });
+    await removeFile(this.#cached(checkKey(key)));
   }
 
   /**

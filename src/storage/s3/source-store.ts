@@ -141,9 +141,10 @@ export class S3SourceStore implements SourceStore {
   async stat(ref: string, options: S3ReadOptions = {}): Promise<S3SourceInfo> {
     const { bucket, key } = parseS3Ref(ref);
     try {
-      const head = await this.#client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }), {
-        ...(options.signal === undefined ? {} : { abortSignal: options.signal }),
-      });
+      const command = new HeadObjectCommand({ Bucket: bucket, Key: key });
+      const head = await (options.signal === undefined
+        ? this.#client.send(command)
+        : this.#client.send(command, { abortSignal: options.signal }));
       return infoOf(ref, head);
     } catch (error) {
       throw isAbort(error) ? error : toSourceError(error, ref);
@@ -228,7 +229,7 @@ export class S3SourceStore implements SourceStore {
   #sender(signal: AbortSignal | undefined) {
     const client = this.#client;
     return (command: GetObjectCommand): Promise<GetObjectCommandOutput> =>
-      client.send(command, signal === undefined ? {} : { abortSignal: signal });
+      signal === undefined ? client.send(command) : client.send(command, { abortSignal: signal });
   }
 }
 
