@@ -1,0 +1,88 @@
+/**
+ * Issue 30: a run loads only the code it uses. The CLI runs as a child process with a preload
+ * (test/support/module-log.mjs) that writes every module it resolves; a local sandbox run into a
+ * local folder must not load the AWS SDK, and one into `s3://` must (the assertion can fail).
+ */
+import { readFile } from 'node:fs/promises';
+import module from 'node:module';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, killAllClis, REPO_ROOT, runCli } from '../helpers/cli.js';
+import { useTempDir } from '../helpers/tmp.js';
+import { kitchenJpeg } from '../support/images.js';
+import { type ConditionalS3, startConditionalS3 } from '../support/s3-conditional.js';
+
+const HOOK = path.join(REPO_ROOT, 'test', 'support', 'module-log.mjs');
+/** The packages only a bucket needs. */
+const S3_PACKAGES = ['@aws-sdk/', '@smithy/'];
+const BUCKET = 'kb-lazy';
+
+/** The packages a module log names (`@scope/name` or `name`), from the URLs under node_modules. */
+function packagesOf(log: string): Set<string> {
+  const names = new Set<string>();
+  for (const url of log.split('\n')) {
+    const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+    if (match) names.add(match[1]!);
+  }
+  return names;
+}
+
+/** The loaded packages whose names start with one of `prefixes`. */
+function loadedOf(packages: Set<string>, prefixes: readonly string[]): string[] {
+  return [...packages].filter((name) => prefixes.some((prefix) => name.startsWith(prefix))).sort();
+}
+
+// Node.js before 22.15 has no synchronous module hooks to see `require()` and `import()` with.
+const hooks = typeof (module as { registerHooks?: unknown }).registerHooks === 'function';
+
+describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.registerHooks)', () => {
+  const tmp = useTempDir('kb-lazy-', 'suite');
+  let logNo = 0;
+  afterEach(killAllClis);
+  beforeAll(async () => {
+    await tmp.write('images/k1.jpg', await kitchenJpeg(1, 160, 120));
+    await tmp.write('manifest.csv', 'id,image,module,style\nk1,images/k1.jpg,change-style,modern\n');
+  });
+
+  /** `run manifest.csv --sandbox ...more` in the test's folder, and the packages it loaded. */
+  async function run(
+    more: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ result: CliResult; packages: Set<string> }> {
+    const log = tmp.file(`modules-${++logNo}.log`);
+    const result = await runCli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], {
+      cwd: tmp.dir,
+      env: { ...env, MODULE_LOG_FILE: log, NODE_OPTIONS: `--import ${HOOK}` },
+    });
+    return { result, packages: packagesOf(await readFile(log, 'utf8')) };
+  }
+
+  it('a local run into a local folder loads no AWS SDK', async () => {
+    const { result, packages } = await run(['--out', tmp.file('out-local')]);
+    expect(result.code, result.stderr).toBe(0);
+    // The log sees the packages a run does use.
+    expect(packages).toContain('sharp');
+    expect(loadedOf(packages, S3_PACKAGES)).toEqual([]);
+  });
+
+  describe('into a bucket', () => {
+    let s3: ConditionalS3;
+    beforeAll(async () => {
+      s3 = await startConditionalS3([BUCKET]);
+    });
+    afterAll(async () => {
+      await s3?.close();
+    });
+
+    it('run --out s3:// loads the AWS SDK', async () => {
+      const { result, packages } = await run(['--out', `s3://${BUCKET}/run/`, '--cache', tmp.file('cache')], {
+        AWS_ACCESS_KEY_ID: 'S3RVER',
+        AWS_SECRET_ACCESS_KEY: 'S3RVER',
+        AWS_REGION: 'us-east-1',
+        AWS_ENDPOINT_URL_S3: s3.endpoint,
+      });
+      expect(result.code, result.stderr).toBe(0);
+      expect(packages).toContain('@aws-sdk/client-s3');
+    });
+  });
+});
