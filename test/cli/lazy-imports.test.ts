@@ -1,9 +1,12 @@
 /**
  * Issue 30: a run loads only the code it uses. The CLI runs as a child process with a preload
- * (test/support/module-log.mjs) that writes every module it resolves; a local sandbox run into a
- * local folder must not load the AWS SDK, and one into `s3://` must (the assertion can fail).
+ * (test/support/module-log.mjs) that writes every module it resolves. A local sandbox run into a
+ * local folder must load neither the AWS SDK, nor prom-client, nor the worker mode's BullMQ and
+ * ioredis, nor playwright; and each is shown loaded when it is used (so the assertions can fail):
+ * the SDK by `--out s3://`, prom-client by `--metrics-file` and `--metrics-port`.
  */
 import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
 import module from 'node:module';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +18,11 @@ import { type ConditionalS3, startConditionalS3 } from '../support/s3-conditiona
 const HOOK = path.join(REPO_ROOT, 'test', 'support', 'module-log.mjs');
 /** The packages only a bucket needs. */
 const S3_PACKAGES = ['@aws-sdk/', '@smithy/'];
+/** What exported or served metrics need. */
+const METRICS_PACKAGES = ['prom-client'];
+/** What only the worker mode (enqueue, worker, status, report --redis) and the browser tests need. */
+const OTHER_PACKAGES = ['bullmq', 'ioredis', 'playwright'];
+const ALL_PACKAGES = [...S3_PACKAGES, ...METRICS_PACKAGES, ...OTHER_PACKAGES];
 const BUCKET = 'kb-lazy';
 
 /** The packages a module log names (`@scope/name` or `name`), from the URLs under node_modules. */
@@ -57,12 +65,41 @@ describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.regi
     return { result, packages: packagesOf(await readFile(log, 'utf8')) };
   }
 
-  it('a local run into a local folder loads no AWS SDK', async () => {
+  it('a local run into a local folder loads no AWS SDK, no prom-client, no BullMQ, ioredis or playwright', async () => {
     const { result, packages } = await run(['--out', tmp.file('out-local')]);
     expect(result.code, result.stderr).toBe(0);
     // The log sees the packages a run does use.
     expect(packages).toContain('sharp');
-    expect(loadedOf(packages, S3_PACKAGES)).toEqual([]);
+    expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
+  });
+
+  it.each([
+    ['--metrics-file', () => ['--metrics-file', tmp.file('run.prom')]],
+    ['--metrics-port', () => ['--metrics-port', '0']],
+  ])('%s loads prom-client (and still no AWS SDK or BullMQ)', async (flag, flags) => {
+    const { result, packages } = await run(['--out', tmp.file(`out${flag}`), ...flags()]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(loadedOf(packages, METRICS_PACKAGES)).toEqual(['prom-client']);
+    expect(loadedOf(packages, [...S3_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
+  });
+
+  it('--ping-url alone needs no metrics: prom-client is not loaded, and both pings go', async () => {
+    const seen: string[] = [];
+    const server: Server = createServer((req, res) => {
+      seen.push(req.url ?? '');
+      res.end('OK');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as { port: number };
+      const ping = `http://127.0.0.1:${port}/ping`;
+      const { result, packages } = await run(['--out', tmp.file('out-ping'), '--ping-url', ping]);
+      expect(result.code, result.stderr).toBe(0);
+      expect(seen).toEqual(['/ping/start', '/ping/0']);
+      expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   describe('into a bucket', () => {
@@ -83,6 +120,7 @@ describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.regi
       });
       expect(result.code, result.stderr).toBe(0);
       expect(packages).toContain('@aws-sdk/client-s3');
+      expect(loadedOf(packages, [...METRICS_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
     });
   });
 });
