@@ -52,18 +52,32 @@ describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.regi
     await tmp.write('manifest.csv', 'id,image,module,style\nk1,images/k1.jpg,change-style,modern\n');
   });
 
-  /** `run manifest.csv --sandbox ...more` in the test's folder, and the packages it loaded. */
-  async function run(
-    more: string[],
+  /** The CLI with `args` in the test's folder, and the packages it loaded. */
+  async function cli(
+    args: string[],
     env: Record<string, string> = {},
   ): Promise<{ result: CliResult; packages: Set<string> }> {
     const log = tmp.file(`modules-${++logNo}.log`);
-    const result = await runCli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], {
+    const result = await runCli(args, {
       cwd: tmp.dir,
       env: { ...env, MODULE_LOG_FILE: log, NODE_OPTIONS: `--import ${HOOK}` },
     });
     return { result, packages: packagesOf(await readFile(log, 'utf8')) };
   }
+
+  /** `run manifest.csv --sandbox ...more`. */
+  const run = (more: string[], env: Record<string, string> = {}) =>
+    cli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], env);
+
+  it.each([['--version'], ['--help']])(
+    '%s loads no command: no HTTP client, logger or manifest parser',
+    async (flag) => {
+      const { result, packages } = await cli([flag]);
+      expect(result.code, result.stderr).toBe(0);
+      expect(packages).toContain('sharp');
+      expect(loadedOf(packages, [...ALL_PACKAGES, 'got', 'pino', 'csv-parse'])).toEqual([]);
+    },
+  );
 
   it('a local run into a local folder loads no AWS SDK, no prom-client, no BullMQ, ioredis or playwright', async () => {
     const { result, packages } = await run(['--out', tmp.file('out-local')]);
