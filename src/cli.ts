@@ -1,23 +1,20 @@
 import { readFileSync } from 'node:fs';
 import type { CommandDeps } from './commands/common.js';
 import { commandHelp, commandSuggestion, globalHelp } from './commands/help.js';
-import { planCommand } from './commands/plan.js';
-import { reportCommand } from './commands/report.js';
-import { reviewCommand } from './commands/review.js';
-import { runCommand } from './commands/run.js';
-import { sandboxCommand } from './commands/sandbox.js';
-import { stylesCommand } from './commands/styles.js';
 import { EXIT, exitCodeFor, InterruptedError, KitchenError } from './errors.js';
 import { redactUrlsInText } from './util/redact-url.js';
 
+/**
+ * Each command's code is loaded when it runs, so `--version`, `--help` and a usage error load none
+ * of it, and the worker-mode commands' BullMQ and ioredis are never loaded by a run.
+ */
 const COMMANDS: Record<string, (args: string[], deps: CommandDeps) => Promise<number>> = {
-  run: runCommand,
-  plan: planCommand,
-  report: reportCommand,
-  review: reviewCommand,
-  styles: stylesCommand,
-  sandbox: sandboxCommand,
-  // The worker-mode commands load BullMQ and ioredis only when used (about 20 MB a run would carry).
+  run: async (args, deps) => (await import('./commands/run.js')).runCommand(args, deps),
+  plan: async (args, deps) => (await import('./commands/plan.js')).planCommand(args, deps),
+  report: async (args, deps) => (await import('./commands/report.js')).reportCommand(args, deps),
+  review: async (args, deps) => (await import('./commands/review.js')).reviewCommand(args, deps),
+  styles: async (args, deps) => (await import('./commands/styles.js')).stylesCommand(args, deps),
+  sandbox: async (args, deps) => (await import('./commands/sandbox.js')).sandboxCommand(args, deps),
   enqueue: async (args, deps) => (await import('./commands/enqueue.js')).enqueueCommand(args, deps),
   status: async (args, deps) => (await import('./commands/status.js')).statusCommand(args, deps),
   worker: async (args, deps) => (await import('./commands/worker.js')).workerCommand(args, deps),

@@ -1,15 +1,15 @@
 /**
  * `--metrics-port` / `--metrics-host` of `run` and `worker`: the flags and environment checked once,
  * the endpoint started (src/metrics/endpoint.ts), its address told on stderr, and a busy port made a
- * usage error naming host:port (exit 2) before any work starts.
+ * usage error naming host:port (exit 2) before any work starts. The endpoint, prom-client and the
+ * worker's monitor are loaded only when a port is asked for.
  */
 import { UsageError } from '../errors.js';
-import { type EndpointOptions, type MetricsEndpoint, startMetricsEndpoint } from '../metrics/endpoint.js';
-import { RunMetrics } from '../metrics/registry.js';
+import type { EndpointOptions, MetricsEndpoint } from '../metrics/endpoint.js';
 import { intFlag, secondsAtLeast, wholeNumber } from '../util/validate.js';
-import { WorkerMonitor } from '../worker/monitor.js';
+import type { WorkerMonitor } from '../worker/monitor.js';
 import type { CommandDeps } from './common.js';
-import { packageVersion } from './run-metrics.js';
+import { createRunMetrics } from './run-metrics.js';
 
 /** The flags this reads (`ENDPOINT_FLAGS`). */
 export interface EndpointFlagValues {
@@ -42,14 +42,13 @@ export function livezLimits(env: NodeJS.ProcessEnv): { loopLimitMs?: number; red
   };
 }
 
-/** Starts the endpoint when one is asked for and says where it listens; null otherwise. */
+/** Starts the endpoint at `address` (from {@link endpointAddress}) and says where it listens. */
 export async function serveMetrics(
-  values: EndpointFlagValues,
+  address: { host: string; port: number },
   deps: CommandDeps,
   serve: Omit<EndpointOptions, 'host' | 'port'>,
-): Promise<MetricsEndpoint | null> {
-  const address = endpointAddress(values, deps.env);
-  if (!address) return null;
+): Promise<MetricsEndpoint> {
+  const { startMetricsEndpoint } = await import('../metrics/endpoint.js');
   let endpoint: MetricsEndpoint;
   try {
     endpoint = await startMetricsEndpoint({ ...address, ...serve });
@@ -70,15 +69,17 @@ export async function workerEndpoint(
   values: EndpointFlagValues,
   deps: CommandDeps,
 ): Promise<{ monitor: WorkerMonitor; endpoint: MetricsEndpoint } | null> {
-  if (!endpointAddress(values, deps.env)) return null;
+  const address = endpointAddress(values, deps.env);
+  if (!address) return null;
   const { loopLimitMs, redisDownLimitMs } = livezLimits(deps.env);
-  const metrics = new RunMetrics(packageVersion());
+  const metrics = await createRunMetrics();
+  const { WorkerMonitor } = await import('../worker/monitor.js');
   const monitor = new WorkerMonitor(metrics, redisDownLimitMs !== undefined ? { redisDownLimitMs } : {});
-  const endpoint = await serveMetrics(values, deps, {
+  const endpoint = await serveMetrics(address, deps, {
     registry: metrics.registry,
     health: () => monitor.health(),
     ready: () => !deps.signal?.aborted,
     ...(loopLimitMs !== undefined ? { loopLimitMs } : {}),
   });
-  return endpoint ? { monitor, endpoint } : null;
+  return { monitor, endpoint };
 }

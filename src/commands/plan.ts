@@ -69,7 +69,7 @@ export async function planCommand(args: string[], deps: CommandDeps): Promise<nu
   );
   const { dir: outDir, opened: fold } = settled;
   // Finished results are looked at (not changed) where the run keeps them.
-  const target = openOutputStore(outDir, { cacheDir: options.cacheDir, env: options.sources.env });
+  const target = await openOutputStore(outDir, { cacheDir: options.cacheDir, env: options.sources.env });
   const { output } = target;
   if (settled.note) deps.stderr.write(`warning: ${settled.note}\n`);
   const sources = createSources(options.sources);

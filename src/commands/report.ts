@@ -167,7 +167,7 @@ async function redisReport(
           (legacy ? `; ${legacy}` : ''),
       );
     }
-    const target = openOutputStore(values.out ? outLocation(deps.cwd, values.out) : meta.out, {
+    const target = await openOutputStore(values.out ? outLocation(deps.cwd, values.out) : meta.out, {
       cacheDir: values.cache === undefined ? null : path.resolve(deps.cwd, values.cache),
       env: deps.env,
     });

@@ -1,13 +1,14 @@
 /**
  * `run`'s monitoring exports from its flags and environment: the metrics fed by the run's events,
  * the textfile, the pushgateway and the pings (src/metrics/). Built before the run starts, ended
- * with the exit code the CLI will return, whatever ended the run.
+ * with the exit code the CLI will return, whatever ended the run. The metrics, and prom-client with
+ * them, are made only when something reads them: a run that exports nothing never loads it.
  */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
-import { MetricsExporter, parseMetricLabels } from '../metrics/export.js';
-import { RunMetrics } from '../metrics/registry.js';
+import { MetricsExporter, type MetricsTargets, parseMetricLabels } from '../metrics/export.js';
+import type { RunMetrics } from '../metrics/registry.js';
 import type { CommandDeps } from './common.js';
 
 /** The flags this reads (`METRICS_FLAGS` in command-table.ts). */
@@ -18,12 +19,8 @@ export interface MetricsFlagValues {
   'ping-url'?: string;
 }
 
-/** The metrics and their exporter for one run; a flag wins over its environment variable. */
-export function runExports(
-  values: MetricsFlagValues,
-  env: NodeJS.ProcessEnv,
-  stderr: CommandDeps['stderr'],
-): { metrics: RunMetrics; exporter: MetricsExporter; attachLog: (logger: Logger) => void } {
+/** What `run` is asked to export, checked (usage errors); a flag wins over its environment variable. */
+export function exportTargets(values: MetricsFlagValues, env: NodeJS.ProcessEnv): MetricsTargets {
   let labels: Record<string, string>;
   try {
     labels = parseMetricLabels(values['metrics-label'] ?? []);
@@ -41,23 +38,40 @@ export function runExports(
       throw new UsageError(`${flag}: expected an http(s) URL, got "${url.replace(/[?#].*/, '')}"`);
     }
   }
-  const metrics = new RunMetrics(packageVersion());
-  // Warnings go to stderr at once and to run.log once the run's folder is open (the start ping's
-  // warning comes before it: kept until then).
+  return {
+    ...(file ? { file } : {}),
+    ...(pushgateway ? { pushgateway, labels } : {}),
+    ...(pingUrl ? { pingUrl } : {}),
+  };
+}
+
+/** Whether the targets read the metrics (a ping only says that the run started and how it ended). */
+export function readsMetrics(targets: MetricsTargets): boolean {
+  return Boolean(targets.file || targets.pushgateway);
+}
+
+/** A process's metrics, prom-client loaded now: for a run that exports or serves them, or a worker that serves them. */
+export async function createRunMetrics(): Promise<RunMetrics> {
+  const { RunMetrics } = await import('../metrics/registry.js');
+  return new RunMetrics(packageVersion());
+}
+
+/**
+ * The exporter of one run's `targets`; `metrics` is null when nothing reads them. Its warnings go to
+ * stderr at once and to run.log once the run's folder is open (`attachLog`).
+ */
+export function runExporter(
+  metrics: RunMetrics | null,
+  targets: MetricsTargets,
+  stderr: CommandDeps['stderr'],
+): { exporter: MetricsExporter; attachLog: (logger: Logger) => void } {
+  // The start ping's warning comes before the run's folder is open: kept until then.
   const log = new DeferredLog();
-  const exporter = new MetricsExporter(
-    metrics,
-    {
-      ...(file ? { file } : {}),
-      ...(pushgateway ? { pushgateway, labels } : {}),
-      ...(pingUrl ? { pingUrl } : {}),
-    },
-    (message) => {
-      stderr.write(`warning: ${message}\n`);
-      log.warn(message);
-    },
-  );
-  return { metrics, exporter, attachLog: (logger) => log.attach(logger) };
+  const exporter = new MetricsExporter(metrics, targets, (message) => {
+    stderr.write(`warning: ${message}\n`);
+    log.warn(message);
+  });
+  return { exporter, attachLog: (logger) => log.attach(logger) };
 }
 
 /** Warnings for run.log, kept until the run's logger is there. */

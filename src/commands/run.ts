@@ -9,10 +9,10 @@ import { humanLogger } from '../util/logger.js';
 import { redactUrlsInText } from '../util/redact-url.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
-import { livezLimits, serveMetrics } from './metrics-endpoint.js';
+import { endpointAddress, livezLimits, serveMetrics } from './metrics-endpoint.js';
 import { parseFlags } from './parse.js';
 import { ProgressPrinter } from './progress.js';
-import { runExports } from './run-metrics.js';
+import { createRunMetrics, exportTargets, readsMetrics, runExporter } from './run-metrics.js';
 
 /**
  * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
@@ -32,12 +32,20 @@ export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: 
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {
   const { input, values } = parseRunArgs(args, 'run', deps);
   // Metrics, pushgateway and pings end with the exit code the CLI returns (cli.ts's exitCodeFor).
-  const { metrics, exporter, attachLog } = runExports(values, deps.env, deps.stderr);
-  const endpoint = await serveMetrics(values, deps, {
-    registry: metrics.registry,
-    ready: () => !deps.signal?.aborted,
-    ...livezLimits(deps.env),
-  });
+  const targets = exportTargets(values, deps.env);
+  const limits = livezLimits(deps.env);
+  const address = endpointAddress(values, deps.env);
+  // The metrics only when something reads them: a run that exports none never loads prom-client.
+  const metrics = readsMetrics(targets) || address ? await createRunMetrics() : null;
+  const { exporter, attachLog } = runExporter(metrics, targets, deps.stderr);
+  const endpoint =
+    address && metrics
+      ? await serveMetrics(address, deps, {
+          registry: metrics.registry,
+          ready: () => !deps.signal?.aborted,
+          ...limits,
+        })
+      : null;
   await exporter.start();
   let code: number = 1;
   try {
@@ -52,15 +60,14 @@ export async function runCommand(args: string[], deps: CommandDeps): Promise<num
   }
 }
 
-/** The run itself, with its progress display; `onEvent` also gets every event (the metrics). */
+/** The run itself, with its progress display; the metrics (when made) get every event and store operation. */
 async function runPipeline(
   input: ReturnType<typeof parseRunArgs<'run'>>['input'],
   values: ReturnType<typeof parseRunArgs<'run'>>['values'],
   deps: CommandDeps,
-  metrics: Pick<RunMetrics, 'handle' | 'finished' | 'store'>,
+  metrics: Pick<RunMetrics, 'handle' | 'finished' | 'store'> | null,
   attachLog: (logger: Logger) => void,
 ): Promise<number> {
-  const onEvent = metrics.handle;
   // A live line needs a terminal that understands `\r` and erase-line (not TERM=dumb), and one that
   // --verbose's log lines would not tear: else plain lines.
   const progress = new ProgressPrinter({
@@ -74,7 +81,7 @@ async function runPipeline(
   const options = resolvePlanOptions(
     {
       ...input,
-      sources: { ...input.sources, onStoreOp: metrics.store },
+      sources: { ...input.sources, ...(metrics ? { onStoreOp: metrics.store } : {}) },
       onLogger: attachLog,
       signals: {
         ...(deps.signal ? { stop: deps.signal } : {}),
@@ -82,7 +89,7 @@ async function runPipeline(
       },
       onEvent: (event) => {
         progress.handle(event);
-        onEvent(event);
+        metrics?.handle(event);
       },
       ...(values.verbose ? { logger: humanLogger(deps.stderr, values['log-level'] ?? 'info') } : {}),
     },
@@ -96,7 +103,7 @@ async function runPipeline(
     const result = await runBatch(withService(options, target, flagLabel));
     progress.finish();
     deps.stdout.write(summary(result, values.json ?? false, service.sandbox));
-    metrics.finished(result.run.totals);
+    metrics?.finished(result.run.totals);
     return result.exitCode;
   } finally {
     progress.finish();

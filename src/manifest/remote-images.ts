@@ -9,8 +9,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import fg from 'fast-glob';
 import { UsageError } from '../errors.js';
 import { SourceError } from '../storage/http/errors.js';
-import { createS3Client, type S3Env } from '../storage/s3/client.js';
-import { listS3Glob } from '../storage/s3/list.js';
+import type { S3Env } from '../storage/s3/client.js';
 import { formatS3Ref, isS3Glob, parseS3Ref, type S3Ref } from '../storage/s3/ref.js';
 import { sourceKind } from '../storage/sources.js';
 import type { Item, RejectCode } from '../types.js';
@@ -104,7 +103,7 @@ export const LISTING_CACHE_KEYS = 100_000;
 
 /**
  * Lists a manifest's S3 globs through one S3 client, made on the first glob (a manifest without
- * any makes none), and keeps the listings that fit in {@link LISTING_CACHE_KEYS}.
+ * any makes none, nor loads the AWS SDK), and keeps the listings that fit in {@link LISTING_CACHE_KEYS}.
  */
 export class S3GlobLister {
   readonly #env: S3Env;
@@ -124,6 +123,10 @@ export class S3GlobLister {
     const cached = this.#cache.get(glob);
     if (cached) return cached;
     let listing: S3GlobListing;
+    const [{ createS3Client }, { listS3Glob }] = await Promise.all([
+      import('../storage/s3/client.js'),
+      import('../storage/s3/list.js'),
+    ]);
     // A malformed S3 environment (endpoint, path-style flag) is the command's fault: it is thrown.
     this.#client ??= createS3Client(this.#env).client;
     try {

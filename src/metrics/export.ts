@@ -121,16 +121,21 @@ export async function ping(url: string, suffix: string): Promise<string | null> 
 
 /**
  * The exports of one run: `start()` pings and starts the 60 s refresh, `end(code)` stops it, writes
- * and pushes the final set (with the success timestamp on exit 0) and pings the exit code.
+ * and pushes the final set (with the success timestamp on exit 0) and pings the exit code. Pings
+ * alone need no metrics: `metrics` may then be null.
  */
 export class MetricsExporter {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly metrics: RunMetrics,
+    private readonly metrics: RunMetrics | null,
     private readonly targets: MetricsTargets,
     private readonly warn: (message: string) => void,
-  ) {}
+  ) {
+    if (!metrics && (targets.file || targets.pushgateway)) {
+      throw new Error('a metrics file or a pushgateway needs the metrics');
+    }
+  }
 
   /** True when any export was asked for. */
   get active(): boolean {
@@ -155,6 +160,7 @@ export class MetricsExporter {
   /** Writes and pushes the whole set; on a final exit 0 the success timestamp too. */
   private async flush(exitCode: number | null): Promise<void> {
     const { file, pushgateway, labels } = this.targets;
+    if (!this.metrics || !(file || pushgateway)) return;
     const text = await this.metrics.text();
     const success = exitCode === 0 ? await this.metrics.successText() : '';
     if (file) {

@@ -7,9 +7,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { kitchenCacheDir } from '../util/cache-dir.js';
 import { LocalOutputStore } from './local-output.js';
-import { createS3Client, type S3Env } from './s3/client.js';
-import { S3OutputStore } from './s3/output-store.js';
-import { parseOutputUrl } from './s3/output-url.js';
+import type { S3Env } from './s3/client.js';
 import { isS3Ref } from './s3/ref.js';
 import type { OutputStore } from './types.js';
 
@@ -30,12 +28,20 @@ export interface OpenedOutput {
   close(): void;
 }
 
-/** The store of `out` (a folder, or `s3://...` with `cacheDir`, by default {@link defaultCacheDir}). */
-export function openOutputStore(
+/**
+ * The store of `out` (a folder, or `s3://...` with `cacheDir`, by default {@link defaultCacheDir}).
+ * The AWS SDK and our S3 output store are loaded only for a bucket.
+ */
+export async function openOutputStore(
   out: string,
   options: { cacheDir?: string | null; env: S3Env },
-): OpenedOutput {
+): Promise<OpenedOutput> {
   if (!isS3Ref(out)) return { output: new LocalOutputStore(out), cacheDir: null, close: () => {} };
+  const [{ parseOutputUrl }, { createS3Client }, { S3OutputStore }] = await Promise.all([
+    import('./s3/output-url.js'),
+    import('./s3/client.js'),
+    import('./s3/output-store.js'),
+  ]);
   const { bucket, prefix } = parseOutputUrl(out);
   const cacheDir = options.cacheDir ?? defaultCacheDir(out, options.env);
   const access = createS3Client(options.env);

@@ -11,9 +11,8 @@ import { counted, type StoreOpListener } from './counted.js';
 import { fetchSource, type SourceResponse } from './http/fetch.js';
 import { SourceAgents } from './http/guard.js';
 import { localSources } from './local-source.js';
-import { createS3Client, type S3Env } from './s3/client.js';
+import type { S3Env } from './s3/client.js';
 import { isS3Ref } from './s3/ref.js';
-import { S3SourceStore } from './s3/source-store.js';
 import type {
   KnownSource,
   OpenedSource,
@@ -182,18 +181,26 @@ export async function openIfChanged(
   return store.open(ref, options);
 }
 
-/** The sources of a process under `access`; the S3 client is made when the first `s3://` is read. */
+/**
+ * The sources of a process under `access`. The S3 client is made when the first `s3://` is read, and
+ * only then are the AWS SDK and our S3 store loaded: a run of local files and URLs never loads them.
+ */
 export function createSources(access: SourceAccess): Sources {
   const http = new HttpSourceStore(access);
-  let s3: { store: S3SourceStore; close(): void } | undefined;
-  const s3Store = (): S3SourceStore => {
+  let s3: { store: SourceStore; close(): void } | undefined;
+  const s3Store = async (): Promise<SourceStore> => {
+    const [{ createS3Client }, { S3SourceStore }] = await Promise.all([
+      import('./s3/client.js'),
+      import('./s3/source-store.js'),
+    ]);
+    // Checked after the load: of reads started together, the first makes the one client.
     if (!s3) {
       const { client } = createS3Client(access.env);
       s3 = { store: new S3SourceStore(client, { maxBytes: access.maxBytes }), close: () => client.destroy() };
     }
     return s3.store;
   };
-  const storeOf = (ref: string): SourceStore => {
+  const storeOf = async (ref: string): Promise<SourceStore> => {
     const kind = sourceKind(ref);
     return kind === 's3' ? s3Store() : kind === 'http' ? http : localSources;
   };
@@ -206,10 +213,10 @@ export function createSources(access: SourceAccess): Sources {
   };
   return {
     access,
-    stat: (ref) => count(ref, 'stat', () => storeOf(ref).stat(ref)),
-    open: (ref, options) => count(ref, 'open', () => storeOf(ref).open(ref, options)),
+    stat: (ref) => count(ref, 'stat', async () => (await storeOf(ref)).stat(ref)),
+    open: (ref, options) => count(ref, 'open', async () => (await storeOf(ref)).open(ref, options)),
     openIfChanged: (ref, known, options) =>
-      count(ref, 'open_if_changed', () => openIfChanged(storeOf(ref), ref, known, options)),
+      count(ref, 'open_if_changed', async () => openIfChanged(await storeOf(ref), ref, known, options)),
     close() {
       http.close();
       s3?.close();

@@ -320,7 +320,7 @@ async function openWorkerLog(
 }> {
   const { outDir, name } = setup;
   // A bucket's worker keeps its log and scratch in a cache of its own; the bucket is all it shares.
-  const opened = openOutputStore(outDir, {
+  const opened = await openOutputStore(outDir, {
     cacheDir: isS3Ref(outDir) ? defaultCacheDir(outDir, setup.access.env, `worker-${name}`) : null,
     env: setup.access.env,
   });
