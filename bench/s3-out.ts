@@ -1,13 +1,14 @@
 /**
  * Outputs in object storage (issue 33): the same catalogue run by the built CLI with a local `--out`
- * and with `--out s3://` on a loopback S3 server (s3rver behind the conditional front of
- * test/support/s3-conditional.ts, in this process, so it costs the client nothing it is measured
- * for), compared in this one run: throughput (target ≥ 0.8× the local run), peak RSS (≤ local +
+ * and with `--out s3://` on a loopback S3 server (fauxqs, in memory, behind the conditional front of
+ * test/support/s3-conditional.ts, in this process; `BENCH_S3OUT_SERVER=s3rver` for s3rver on disk,
+ * which costs about four times the CPU per PUT, taken from the CLI on 2 cores), compared in this one run: throughput (target ≥ 0.8× the local run), peak RSS (≤ local +
  * 50 MB), and the S3 requests per item by kind (journal segments, results, thumbnails, reports, the
  * rest), the state's PUTs per item (target ≤ 0.2). Then the finished S3 run again from an empty
  * cache: 0 job requests, 0 result uploads or downloads, its wall time.
  *
  * Size: `BENCH_S3OUT_IMAGES` (default 1,700 images × 6 styles = 10,200 items).
+ * Server: `BENCH_S3OUT_SERVER` (`fauxqs`, the default, or `s3rver`).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -35,7 +36,9 @@ export async function benchS3Out(): Promise<unknown> {
   const items = images * STYLES.length;
   buildDist();
   const { dir, cleanup } = await tempDir('kb-bench-s3out-');
-  const s3 = await startConditionalS3([BUCKET]);
+  const backend = process.env.BENCH_S3OUT_SERVER ?? 'fauxqs';
+  if (backend !== 'fauxqs' && backend !== 's3rver') throw new Error('BENCH_S3OUT_SERVER: fauxqs or s3rver');
+  const s3 = await startConditionalS3([BUCKET], { backend });
   const emulator = await startEmulator(items * 5 + 1000);
   try {
     const imgDir = path.join(dir, 'img');
@@ -47,7 +50,7 @@ export async function benchS3Out(): Promise<unknown> {
     const env = { ...S3_ENV, AWS_ENDPOINT_URL_S3: s3.endpoint };
     console.log(
       `${items.toLocaleString('en-US')} items (${images} images × ${STYLES.length} styles), concurrency ${CONCURRENCY}, ` +
-        '--no-review; emulator: instant jobs; S3: s3rver behind the conditional front on 127.0.0.1',
+        `--no-review; emulator: instant jobs; S3: ${backend} behind the conditional front on 127.0.0.1`,
     );
     const warmUp = await measureCli(dir, manifest, path.join(dir, 'out-warm-up'), emulator, ['--no-review']);
     console.log(`  warm-up (renders the results once): ${fmt(warmUp.wallS)} s, exit ${warmUp.exitCode}`);
@@ -56,7 +59,7 @@ export async function benchS3Out(): Promise<unknown> {
     const url = `s3://${BUCKET}/nightly/`;
     const cache = path.join(dir, 'cache-1');
     const mark = s3.requests.length;
-    // This process runs the S3 server (s3rver and the front): its CPU during the run is the server's.
+    // This process runs the S3 server (the backend and the front): its CPU during the run is the server's.
     const serverCpu = process.cpuUsage();
     const remote = await measureCli(dir, manifest, url, emulator, ['--no-review', '--cache', cache], {
       env,
@@ -90,6 +93,7 @@ export async function benchS3Out(): Promise<unknown> {
       fmt(r.wallS),
       fmt(items / r.wallS, 0),
       fmt(r.peakRssMb, 0),
+      r.liveHeapMb === null ? '-' : fmt(r.liveHeapMb, 0),
       fmt(r.cpuS, 1),
       r.tailS === null ? '-' : fmt(r.tailS, 1),
       fmt(r.emulatorCpuS, 1),
@@ -105,6 +109,7 @@ export async function benchS3Out(): Promise<unknown> {
         'wall s',
         'items/s',
         'peak RSS MB',
+        'live heap MB',
         'CLI CPU s',
         'tail s',
         'emulator CPU s',
@@ -146,7 +151,7 @@ export async function benchS3Out(): Promise<unknown> {
       targets.map(([name, figure, ok]) => [name, figure, verdict(ok)]),
     );
     console.log(
-      `  S3 server (s3rver + front, in this process) CPU during the s3:// run: ${fmt(serverCpuS)} s ` +
+      `  S3 server (${backend} + front, in this process) CPU during the s3:// run: ${fmt(serverCpuS)} s ` +
         `for ${seen.length} requests, beside the CLI's ${fmt(remote.cpuS)} s, on 2 cores`,
     );
     console.log(`  rerun from an empty cache: ${fmt(rerun.wallS)} s, ${rerunSeen.length} S3 requests`);

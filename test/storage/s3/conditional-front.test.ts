@@ -1,7 +1,8 @@
 /**
  * The conditional front of the tests (test/support/s3-conditional.ts) enforces what AWS documents for
  * PutObject's If-None-Match and If-Match; the write-once and lease tests of issue 33 rely on it, so
- * its rules are checked here once against the real s3rver behind it.
+ * its rules are checked here against each real server it can stand before (s3rver for the tests,
+ * fauxqs for the benchmark).
  */
 import { GetObjectCommand, PutObjectCommand, paginateListObjectsV2, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -11,22 +12,6 @@ import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditi
 let s3: ConditionalS3;
 let client: S3Client;
 
-beforeAll(async () => {
-  s3 = await startConditionalS3(['out']);
-  // The SDK's default chain reads credentials from the process's environment.
-  vi.stubEnv('AWS_ACCESS_KEY_ID', 'S3RVER');
-  vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'S3RVER');
-  client = createS3Client(
-    { AWS_ENDPOINT_URL_S3: s3.endpoint, AWS_REGION: 'us-east-1' },
-    { maxAttempts: 1 },
-  ).client;
-});
-afterAll(async () => {
-  vi.unstubAllEnvs();
-  client?.destroy();
-  await s3?.close();
-});
-
 const put = (Key: string, body: string, condition: { IfNoneMatch?: string; IfMatch?: string } = {}) =>
   client.send(new PutObjectCommand({ Bucket: 'out', Key, Body: Buffer.from(body), ...condition }));
 const text = async (Key: string) =>
@@ -34,7 +19,23 @@ const text = async (Key: string) =>
 const status = (error: unknown) =>
   (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
 
-describe('the conditional S3 front', () => {
+describe.each(['s3rver', 'fauxqs'] as const)('the conditional S3 front before %s', (backend) => {
+  beforeAll(async () => {
+    s3 = await startConditionalS3(['out'], { backend });
+    // The SDK's default chain reads credentials from the process's environment.
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'S3RVER');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'S3RVER');
+    client = createS3Client(
+      { AWS_ENDPOINT_URL_S3: s3.endpoint, AWS_REGION: 'us-east-1' },
+      { maxAttempts: 1 },
+    ).client;
+  });
+  afterAll(async () => {
+    vi.unstubAllEnvs();
+    client?.destroy();
+    await s3?.close();
+  });
+
   it('If-None-Match: * writes once; If-Match needs the current ETag; other calls pass through', async () => {
     await put('a#1+?.txt', 'first', { IfNoneMatch: '*' });
     const again = await put('a#1+?.txt', 'second', { IfNoneMatch: '*' }).catch((e: unknown) => e);
