@@ -189,6 +189,7 @@ export function createSources(access: SourceAccess): Sources {
   const http = new HttpSourceStore(access);
   let s3: { store: SourceStore; close(): void } | undefined;
   const s3Store = async (): Promise<SourceStore> => {
+    if (s3) return s3.store;
     const [{ createS3Client }, { S3SourceStore }] = await Promise.all([
       import('./s3/client.js'),
       import('./s3/source-store.js'),
