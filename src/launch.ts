@@ -2,14 +2,13 @@
  * The process wiring of the `kitchen-batch` executable (signals, sharp's cache, the exit code);
  * everything else is in cli.ts. Loaded by `bin.ts` once the Node.js version is known to be supported.
  */
-import sharp from 'sharp';
 import { main, stopNotice } from './cli.js';
 import { EXIT, InterruptedError } from './errors.js';
+import { dropSharpCache } from './image/sharp-cache.js';
 
-// libvips keeps recent operations (up to 50 MB of pixels) in case the same image is processed
-// again; a batch reads every image once, so the cache only holds memory. (A library caller's
-// process keeps its own setting.)
-sharp.cache(false);
+// libvips' operation cache only holds memory in a batch, which reads every image once: off for
+// the sharp a command loads (image/sharp.ts), and only then (a command may decode no image).
+dropSharpCache();
 
 /** Wires process signals: the first asks for a clean stop, the second aborts in-flight requests and exits. */
 function signals(argv: readonly string[]): { signal: AbortSignal; hardSignal: AbortSignal } {

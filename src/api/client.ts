@@ -9,6 +9,7 @@ import got, { type Got, RequestError, type Response, TimeoutError } from 'got';
 import { sniffImage, type UploadFormat } from '../image/format.js';
 import { isLocalFsError } from '../util/fs.js';
 import { parseRetryAfter } from '../util/retry-after.js';
+import { normaliseBaseUrl } from './base-url.js';
 import { ApiError, type ApiRequestInfo, httpError, protocolError, transportError } from './errors.js';
 import { multipartBody, type Part } from './multipart.js';
 import { type Job, parseErrorBody, parseJobEnvelope, parseStyles, type Style, WireError } from './wire.js';
@@ -357,19 +358,4 @@ class ResultTooLargeError extends Error {
   constructor(max: number) {
     super(`over ${max} bytes`);
   }
-}
-
-/** Trims trailing slashes and checks the scheme, so `${base}/v1/...` is always right. */
-export function normaliseBaseUrl(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new TypeError(`base URL "${raw}" is not a valid URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new TypeError(`base URL must be http or https, got ${url.protocol}`);
-  }
-  if (url.username || url.password) throw new TypeError('base URL must not contain credentials');
-  return url.href.replace(/\/+$/, '');
 }

@@ -1,9 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { KitchenClient } from '../api/client.js';
 import type { Style } from '../api/wire.js';
 import { serviceConfig } from '../config.js';
 import { UsageError } from '../errors.js';
-import { startSandbox } from '../sandbox/index.js';
 import { stylesFailure } from '../stages/outcomes.js';
 
 /** What every command gets instead of reaching for globals (tests pass their own). */
@@ -42,6 +40,8 @@ export async function serviceTarget(
   if (values.sandbox) {
     if (values['base-url']) throw new UsageError('--sandbox and --base-url exclude each other');
     const apiKey = `sandbox_${randomBytes(12).toString('hex')}`;
+    // The sandbox's code (an HTTP server, its images) only for a command started with --sandbox.
+    const { startSandbox } = await import('../sandbox/index.js');
     const sandbox = await startSandbox({ apiKey, processingMs: 1500, jitterMs: 500 });
     return { baseUrl: sandbox.url, apiKey, sandbox: true, close: () => sandbox.close() };
   }
@@ -64,6 +64,8 @@ export async function serviceTarget(
  * refusal is thrown as it is. `null` when the answer's shape is not understood.
  */
 export async function fetchStyles(service: ServiceTarget): Promise<Style[] | null> {
+  // The client (and its HTTP library) only for a command that asks the service.
+  const { KitchenClient } = await import('../api/client.js');
   const client = new KitchenClient({ baseUrl: service.baseUrl, apiKey: service.apiKey });
   try {
     return await client.listStyles();

@@ -3,10 +3,12 @@
  * the way docs/contract.md#help-and-version says: the flag as typed, the closest one the command
  * takes (or where an option of another command belongs), and where the command's options are listed.
  */
+import { runFlagOptions } from '../config.js';
 import { UsageError } from '../errors.js';
 import { suggestStyles } from '../manifest/style-check.js';
 import { type FlagProblem, FlagRefusal, type ParsedFlags, readFlags } from '../util/flags.js';
 import { COMMANDS, type CommandName } from './command-table.js';
+import type { CommandDeps } from './common.js';
 
 /** Options a user reaches for on one command that another command takes, and where they go. */
 const ELSEWHERE: Readonly<Partial<Record<CommandName, Readonly<Record<string, string>>>>> = {
@@ -50,4 +52,18 @@ function refusal(command: CommandName, problem: FlagProblem): string {
     case 'takes-no-value':
       return `option ${typed} takes no value\n${pointer}`;
   }
+}
+
+/**
+ * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
+ * Both commands check them with `resolvePlanOptions` (exit 2 naming the flag) before any file or
+ * network is touched, so a `run` command line turned into `plan` fails the same way.
+ */
+export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: C, deps: CommandDeps) {
+  const { values, positionals } = parseFlags(command, args);
+  const manifest = positionals[0];
+  if (!manifest || positionals.length > 1) {
+    throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);
+  }
+  return { input: runFlagOptions(manifest, deps.cwd, values, deps.env), values };
 }

@@ -18,8 +18,8 @@ import { redactUrl, redactUrlsInText } from '../util/redact-url.js';
 import { Spool } from '../util/spool.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, fetchStyles, serviceTarget } from './common.js';
+import { parseRunArgs } from './parse.js';
 import { describeEstimate, type PlanEstimate, planEstimate } from './plan-estimate.js';
-import { parseRunArgs } from './run.js';
 
 /** One row of the plan. */
 export interface PlanRow {

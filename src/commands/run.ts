@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
-import { runFlagOptions } from '../config.js';
-import { exitCodeFor, UsageError } from '../errors.js';
+import { exitCodeFor } from '../errors.js';
 import { checkManifestFile } from '../manifest/index.js';
 import type { RunMetrics } from '../metrics/registry.js';
 import { resolvePlanOptions, withService } from '../pipeline/options.js';
@@ -10,23 +9,9 @@ import { redactUrlsInText } from '../util/redact-url.js';
 import { flagLabel } from './command-table.js';
 import { type CommandDeps, serviceTarget } from './common.js';
 import { endpointAddress, livezLimits, serveMetrics } from './metrics-endpoint.js';
-import { parseFlags } from './parse.js';
+import { parseRunArgs } from './parse.js';
 import { ProgressPrinter } from './progress.js';
 import { createRunMetrics, exportTargets, readsMetrics, runExporter } from './run-metrics.js';
-
-/**
- * Parses `run`'s (and `plan`'s) arguments: one manifest and the run flags mapped onto run options.
- * Both commands check them with `resolvePlanOptions` (exit 2 naming the flag) before any file or
- * network is touched, so a `run` command line turned into `plan` fails the same way.
- */
-export function parseRunArgs<C extends 'run' | 'plan'>(args: string[], command: C, deps: CommandDeps) {
-  const { values, positionals } = parseFlags(command, args);
-  const manifest = positionals[0];
-  if (!manifest || positionals.length > 1) {
-    throw new UsageError(`usage: kitchen-batch ${command} <manifest> [options]`);
-  }
-  return { input: runFlagOptions(manifest, deps.cwd, values, deps.env), values };
-}
 
 /** `kitchen-batch run <manifest>`: the whole pipeline. Returns the exit code (0 or 1); throws for 2, 3, 130. */
 export async function runCommand(args: string[], deps: CommandDeps): Promise<number> {

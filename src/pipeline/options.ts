@@ -6,7 +6,7 @@
  * `commands/command-table.ts` and mapped onto these options by `src/config.ts`.
  */
 import path from 'node:path';
-import { normaliseBaseUrl } from '../api/client.js';
+import { normaliseBaseUrl } from '../api/base-url.js';
 import { UsageError } from '../errors.js';
 import { CONCURRENCY, JOB_TIMEOUT_MS, MAX_SIDE, RUN_GRACE_MS, UNREACHABLE_MS } from '../limits.js';
 import { DEFAULT_THRESHOLD } from '../review/flags.js';

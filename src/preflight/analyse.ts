@@ -3,7 +3,8 @@
  * whether the service can take the bytes as they are, and otherwise produce bytes it can take.
  * Memoisation, caching and the worker pool live in `index.ts`, `cache.ts` and `pool.ts`.
  */
-import sharp, { type Metadata, type SharpOptions } from 'sharp';
+import type { Metadata, SharpOptions } from 'sharp';
+import sharp from '../image/sharp.js';
 import { sniff } from '../image/sniff.js';
 import type { AnalyseLimits, AnalyseSource, Analysis, ImageInfo } from './analysis.js';
 import { formatLabel } from './describe.js';

@@ -4,8 +4,9 @@
  *
  * @module
  */
-import sharp, { type Metadata, type Sharp, type SharpOptions } from 'sharp';
+import type { Metadata, Sharp, SharpOptions } from 'sharp';
 import type { UploadFormat } from '../image/format.js';
+import sharp from '../image/sharp.js';
 import { webpIsLossless } from '../image/sniff.js';
 import type { AnalyseLimits, AnalyseSource, Analysis, ImageInfo } from './analysis.js';
 import { formatBytes, formatLabel, noteFor, type Purpose, sizeSteps } from './describe.js';

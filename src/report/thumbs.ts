@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import sharp from 'sharp';
+import sharp from '../image/sharp.js';
 import { sniff } from '../image/sniff.js';
 import { normalisation } from '../preflight/analyse.js';
 import { LocalOutputStore } from '../storage/local-output.js';

@@ -6,7 +6,6 @@ import type { Report, ReportItem } from '../types.js';
 import { jsonElement, jsonHead, jsonTail } from '../util/json-stream.js';
 import { type RunInfo, shownItem, Tally } from './build.js';
 import { csvHeader, csvRow } from './csv.js';
-import { writeHtmlReport } from './html/index.js';
 
 /** What a report is written from: the run's facts and its rows in order. */
 export interface ReportSource {
@@ -97,6 +96,8 @@ export async function writeReports(
   }
   if (html) {
     const base = options.manifestDir;
+    // The page's code (thumbnails: sharp) only when a page is written.
+    const { writeHtmlReport } = await import('./html/index.js');
     await writeHtmlReport({
       outDir: output,
       ...(options.sources ? { sources: options.sources } : {}),

@@ -5,7 +5,7 @@
  * @module
  */
 import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
-import sharp from 'sharp';
+import sharp from '../image/sharp.js';
 import { decodeSmallJpeg } from './decode.js';
 import { SIDE, stretch } from './resample.js';
 

@@ -2,8 +2,9 @@
  * Result images of the sandbox: real, visibly styled and deterministic per (input, module, style),
  * so end-to-end tests can decode what they downloaded and tell two styles apart.
  */
-import sharp, { type OverlayOptions, type Sharp } from 'sharp';
+import type { OverlayOptions, Sharp } from 'sharp';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../image/format.js';
+import sharp from '../image/sharp.js';
 import type { ModuleId } from '../types.js';
 import type { BadResult } from './faults.js';
 

@@ -5,10 +5,10 @@
  * (docs/faults.md D.19-D.23). An expired URL re-polls the job once for a fresh one.
  */
 import path from 'node:path';
-import sharp from 'sharp';
 import { ApiError } from '../api/errors.js';
 import { ResultDecodeError, StateError } from '../errors.js';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
+import sharp from '../image/sharp.js';
 import type { ItemState } from '../state/state.js';
 import type { OutputStore, StagedFile } from '../storage/types.js';
 import { failed, type StageContext } from './context.js';

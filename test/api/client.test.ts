@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { normaliseBaseUrl } from '../../src/api/client.js';
+import { normaliseBaseUrl } from '../../src/api/base-url.js';
 import { sniffImage } from '../../src/image/format.js';
 import { SANDBOX_STYLES, STYLES_SHAPES, type StylesShape } from '../../src/sandbox/index.js';
 import { tempDirForTest } from '../helpers/tmp.js';

@@ -3,7 +3,9 @@
  * (test/support/module-log.mjs) that writes every module it resolves. A local sandbox run into a
  * local folder must load neither the AWS SDK, nor prom-client, nor the worker mode's BullMQ and
  * ioredis, nor playwright; and each is shown loaded when it is used (so the assertions can fail):
- * the SDK by `--out s3://`, prom-client by `--metrics-file` and `--metrics-port`.
+ * the SDK by `--out s3://`, prom-client by `--metrics-file` and `--metrics-port`. Commands that
+ * only read: `report --no-html` loads neither sharp, nor got, nor pino (report.html loads sharp for
+ * its thumbnails); `plan` without a service loads no got (with `--sandbox` it does).
  */
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -56,13 +58,14 @@ describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.regi
   async function cli(
     args: string[],
     env: Record<string, string> = {},
-  ): Promise<{ result: CliResult; packages: Set<string> }> {
-    const log = tmp.file(`modules-${++logNo}.log`);
+  ): Promise<{ result: CliResult; packages: Set<string>; log: string }> {
+    const file = tmp.file(`modules-${++logNo}.log`);
     const result = await runCli(args, {
       cwd: tmp.dir,
-      env: { ...env, MODULE_LOG_FILE: log, NODE_OPTIONS: `--import ${HOOK}` },
+      env: { ...env, MODULE_LOG_FILE: file, NODE_OPTIONS: `--import ${HOOK}` },
     });
-    return { result, packages: packagesOf(await readFile(log, 'utf8')) };
+    const log = await readFile(file, 'utf8');
+    return { result, packages: packagesOf(log), log };
   }
 
   /** `run manifest.csv --sandbox ...more`. */
@@ -70,14 +73,39 @@ describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.regi
     cli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], env);
 
   it.each([['--version'], ['--help']])(
-    '%s loads no command: no HTTP client, logger or manifest parser',
+    '%s loads no command: no image library, HTTP client, logger or manifest parser',
     async (flag) => {
-      const { result, packages } = await cli([flag]);
+      const { result, packages, log } = await cli([flag]);
       expect(result.code, result.stderr).toBe(0);
-      expect(packages).toContain('sharp');
-      expect(loadedOf(packages, [...ALL_PACKAGES, 'got', 'pino', 'csv-parse'])).toEqual([]);
+      // The log sees the CLI's own modules.
+      expect(log).toMatch(/\/cli\.(js|ts)$/m);
+      expect(loadedOf(packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino', 'csv-parse'])).toEqual([]);
     },
   );
+
+  it('report --no-html reads a journal with no image library, HTTP client or logger; report.html loads sharp', async () => {
+    const out = tmp.file('out-report');
+    expect((await run(['--out', out])).result.code).toBe(0);
+    const bare = await cli(['report', out, '--no-html', '--json']);
+    expect(bare.result.code, bare.result.stderr).toBe(0);
+    expect(bare.packages.size).toBeGreaterThan(0);
+    expect(loadedOf(bare.packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino'])).toEqual([]);
+    // The page's thumbnails do load sharp (so the assertion above can fail).
+    const page = await cli(['report', out, '--json']);
+    expect(page.result.code, page.result.stderr).toBe(0);
+    expect(loadedOf(page.packages, ['sharp', 'got', 'pino'])).toEqual(['sharp']);
+  });
+
+  it('plan without a service loads no HTTP client or logger; with --sandbox it loads the client', async () => {
+    const alone = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json']);
+    expect(alone.result.code, alone.result.stderr).toBe(0);
+    // The preflight decodes the images.
+    expect(alone.packages).toContain('sharp');
+    expect(loadedOf(alone.packages, [...ALL_PACKAGES, 'got', 'pino'])).toEqual([]);
+    const asked = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json', '--sandbox']);
+    expect(asked.result.code, asked.result.stderr).toBe(0);
+    expect(loadedOf(asked.packages, [...ALL_PACKAGES, 'got'])).toEqual(['got']);
+  });
 
   it('a local run into a local folder loads no AWS SDK, no prom-client, no BullMQ, ioredis or playwright', async () => {
     const { result, packages } = await run(['--out', tmp.file('out-local')]);
