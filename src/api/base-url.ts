@@ -1,7 +1,6 @@
 /**
  * The service's base URL, checked and normalised. Apart from client.ts (and its HTTP library) so
- * that checking options loads no client: `report`, `status` and a `plan` without a service never
- * load got.
+ * that checking options loads no client: `report` and a `plan` without a service never load got.
  */
 
 /** Trims trailing slashes and checks the scheme, so `${base}/v1/...` is always right. */

@@ -10,18 +10,18 @@
  * `memo.ts` says): the styles of one photo come in a row, so each photo is decoded once, not once
  * per style, and one that the preflight handed over is not decoded at all while it is kept.
  */
+import { dropSharpCache } from '../image/sharp-cache.js';
 import { lowerPriority } from '../util/fork.js';
 import { SourceMemo } from './memo.js';
 import type { Signature } from './signature.js';
 
 // First, before sharp loads and starts threads: every thread started later inherits the priority.
 lowerPriority();
-const { default: sharp } = await import('sharp');
+// Every image here is decoded once: libvips' operation cache (50 MB) would only cost memory. Off
+// as sharp loads (image/sharp.ts), with the modules below.
+dropSharpCache();
 const { reviewResult } = await import('./compare.js');
 const { signature, signatureOfPixels } = await import('./signature.js');
-
-// Every image here is decoded once: libvips' operation cache (50 MB) would only cost memory.
-sharp.cache(false);
 
 /** A review to do. */
 export interface ReviewRequest {
