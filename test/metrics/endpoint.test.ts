@@ -293,26 +293,31 @@ describe.skipIf(!HAS_REDIS)('the metrics endpoint (real Redis, worker and run as
       env: { KITCHEN_API_KEY: key, KITCHEN_API_BASE_URL: sandbox.url, KITCHEN_LIVEZ_REDIS_SECONDS: '1' },
     });
     const base = await endpointOf(worker);
-    expect((await get(`${base}/livez`)).status).toBe(200);
-    // Checked while Redis is stopped; it comes back on the same port and data afterwards.
-    await redis.restart(async () => {
-      const down = await waitFor(
-        async () => {
-          const r = await get(`${base}/livez`);
-          return r.status === 503 ? r : null;
-        },
-        { what: '/livez 503 with Redis stopped', timeoutMs: 20_000, intervalMs: 100 },
-      );
-      expect(down.body).toMatch(/^Redis unreachable for \d+ s \(limit 1 s\)\n$/);
-      const metrics = await get(`${base}/metrics`);
-      expect(metrics.status).toBe(200);
-      expect(value(metrics.body, 'kitchen_batch_queue_read_errors_total')).toBeGreaterThan(0);
-      expect((await get(`${base}/readyz`)).status).toBe(200);
-    });
-    await waitFor(async () => (await get(`${base}/livez`)).status === 200, {
-      what: '/livez 200 once Redis is back',
-      timeoutMs: 20_000,
-      intervalMs: 100,
-    });
+    try {
+      expect((await get(`${base}/livez`)).status).toBe(200);
+      // Checked while Redis is stopped; it comes back on the same port and data afterwards.
+      await redis.restart(async () => {
+        const down = await waitFor(
+          async () => {
+            const r = await get(`${base}/livez`);
+            return r.status === 503 ? r : null;
+          },
+          { what: '/livez 503 with Redis stopped', timeoutMs: 20_000, intervalMs: 100 },
+        );
+        expect(down.body).toMatch(/^Redis unreachable for \d+ s \(limit 1 s\)\n$/);
+        const metrics = await get(`${base}/metrics`);
+        expect(metrics.status).toBe(200);
+        expect(value(metrics.body, 'kitchen_batch_queue_read_errors_total')).toBeGreaterThan(0);
+        expect((await get(`${base}/readyz`)).status).toBe(200);
+      });
+      await waitFor(async () => (await get(`${base}/livez`)).status === 200, {
+        what: '/livez 200 once Redis is back',
+        timeoutMs: 20_000,
+        intervalMs: 100,
+      });
+    } catch (error) {
+      // Seen once in a whole suite: "fetch failed", the endpoint gone. What the worker said then.
+      throw new Error(`${error} (${(error as Error).cause})\nthe worker's stderr:\n${worker.stderr()}`);
+    }
   }, 150_000);
 });
