@@ -3,12 +3,13 @@
 #     run /data/catalogue.csv --out /data/out --no-progress --json
 # scripts/container-check.sh replays these steps without Docker (CI runs it).
 
-# Build: the TypeScript compiler and the other dev dependencies stay in this stage.
+# Build: the TypeScript compiler and the other dev dependencies stay in this stage. `npm ci` with
+# --ignore-scripts, since its `prepare` would compile what `npm run build` then compiles again.
 FROM node:26-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm ci --no-audit --no-fund && npm run build
+RUN npm ci --ignore-scripts --no-audit --no-fund && npm run build
 
 # Run: production dependencies only (sharp's prebuilt binary comes as a platform package; no install
 # scripts), the built JavaScript, and a user that is not root.

@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/build"
 cp "$root"/package.json "$root"/package-lock.json "$root"/tsconfig.json "$root"/tsconfig.build.json "$work/build/"
 cp -r "$root/src" "$work/build/src"
-(cd "$work/build" && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+(cd "$work/build" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build --silent)
 
 # FROM node:<major>-slim (the image)
 mkdir -p "$work/app"
