@@ -5,10 +5,11 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Two cores, four forks: most test time is spent waiting on servers and child processes. The
+    // Two cores, three forks: most test time is spent waiting on servers and child processes. The
     // whole suite (133 files, the CLI from dist/): 1,240 s of test time, 466 s with three forks,
-    // 435 s with four. Timing-sensitive tests allow for a loaded machine.
+    // 435 s with four; but with four, a Redis restarted mid-run under that load left one worker
+    // item incomplete (once in three CI runs), so no more than three.
     pool: 'forks',
-    maxWorkers: 4,
+    maxWorkers: 3,
   },
 });

@@ -80,8 +80,15 @@ function postsInFlight(sandbox: Sandbox): number {
 /** The invariants every scenario ends with; returns the report. */
 async function expectAllSucceededOnce(w: World, submissions = 1): Promise<Report> {
   const built = await cli(['report', '--redis', redis.url, '--json']);
-  expect(built.code, built.stdout + built.stderr).toBe(0);
-  const report = JSON.parse(await readFile(path.join(w.c.out, 'report.json'), 'utf8')) as Report;
+  const written = await readFile(path.join(w.c.out, 'report.json'), 'utf8').catch(() => null);
+  // The items that did not succeed, with their errors (the JSON summary has only the totals).
+  const unfinished = written
+    ? (JSON.parse(written) as Report).items
+        .filter((i) => i.status !== 'succeeded')
+        .map((i) => ({ id: i.id, status: i.status, error: i.error }))
+    : 'no report.json';
+  expect(built.code, `${built.stdout}${built.stderr}\nnot succeeded: ${JSON.stringify(unfinished)}`).toBe(0);
+  const report = JSON.parse(written!) as Report;
   expect(report.run.totals).toMatchObject({ items: w.ids.length, succeeded: w.ids.length });
   expect(report.items.map((i) => i.id)).toEqual(w.ids);
   for (const item of report.items) {
