@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -11,5 +12,7 @@ export default defineConfig({
     // item incomplete (once in three CI runs), so no more than three.
     pool: 'forks',
     maxWorkers: 3,
+    // Longest files first, also in a clean clone without Vitest's cache (test/sequencer.ts).
+    sequence: { sequencer: LongestFirst },
   },
 });
