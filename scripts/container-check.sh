@@ -17,18 +17,38 @@ fi
 echo "container-check: Node.js $(node --version), as in FROM node:$majors-slim"
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+build_pid=""
+trap '[ -z "$build_pid" ] || kill "$build_pid" 2>/dev/null; rm -rf "$work"' EXIT
 
+# The two stages side by side, as BuildKit builds them (the image's stage needs the build's dist/ only
+# at its COPY --from=build); each one's output is shown when it fails.
 # FROM node:<major>-slim AS build
 mkdir -p "$work/build"
 cp "$root"/package.json "$root"/package-lock.json "$root"/tsconfig.json "$root"/tsconfig.build.json "$work/build/"
 cp -r "$root/src" "$work/build/src"
-(cd "$work/build" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build --silent)
+(cd "$work/build" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build --silent) \
+  > "$work/build.log" 2>&1 &
+build_pid=$!
 
 # FROM node:<major>-slim (the image)
 mkdir -p "$work/app"
 cp "$root"/package.json "$root"/package-lock.json "$work/app/"
-(cd "$work/app" && NODE_ENV=production npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+app_status=0
+(cd "$work/app" && NODE_ENV=production npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) \
+  > "$work/app.log" 2>&1 || app_status=$?
+build_status=0
+wait "$build_pid" || build_status=$?
+build_pid=""
+if [ "$build_status" != 0 ]; then
+  cat "$work/build.log" >&2
+  echo "container-check: the build stage failed (exit $build_status)" >&2
+  exit 1
+fi
+if [ "$app_status" != 0 ]; then
+  cat "$work/app.log" >&2
+  echo "container-check: the image stage's npm ci failed (exit $app_status)" >&2
+  exit 1
+fi
 cp -r "$work/build/dist" "$work/app/dist"
 cp -r "$root/manifests" "$work/app/manifests"
 if [ -e "$work/app/node_modules/typescript" ] || [ -e "$work/app/node_modules/vitest" ]; then

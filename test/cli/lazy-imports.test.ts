@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import module from 'node:module';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, killAllClis, REPO_ROOT, runCli } from '../helpers/cli.js';
 import { useTempDir } from '../helpers/tmp.js';
 import { kitchenJpeg } from '../support/images.js';
@@ -45,124 +45,134 @@ function loadedOf(packages: Set<string>, prefixes: readonly string[]): string[] 
 // Node.js before 22.15 has no synchronous module hooks to see `require()` and `import()` with.
 const hooks = typeof (module as { registerHooks?: unknown }).registerHooks === 'function';
 
-describe.skipIf(!hooks)('what a run loads (issue 30; skipped without module.registerHooks)', () => {
-  const tmp = useTempDir('kb-lazy-', 'suite');
-  let logNo = 0;
-  afterEach(killAllClis);
-  beforeAll(async () => {
-    await tmp.write('images/k1.jpg', await kitchenJpeg(1, 160, 120));
-    await tmp.write('manifest.csv', 'id,image,module,style\nk1,images/k1.jpg,change-style,modern\n');
-  });
-
-  /** The CLI with `args` in the test's folder, and the packages it loaded. */
-  async function cli(
-    args: string[],
-    env: Record<string, string> = {},
-  ): Promise<{ result: CliResult; packages: Set<string>; log: string }> {
-    const file = tmp.file(`modules-${++logNo}.log`);
-    const result = await runCli(args, {
-      cwd: tmp.dir,
-      env: { ...env, MODULE_LOG_FILE: file, NODE_OPTIONS: `--import ${HOOK}` },
-    });
-    const log = await readFile(file, 'utf8');
-    return { result, packages: packagesOf(log), log };
-  }
-
-  /** `run manifest.csv --sandbox ...more`. */
-  const run = (more: string[], env: Record<string, string> = {}) =>
-    cli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], env);
-
-  it.each([['--version'], ['--help']])(
-    '%s loads no command: no image library, HTTP client, logger or manifest parser',
-    async (flag) => {
-      const { result, packages, log } = await cli([flag]);
-      expect(result.code, result.stderr).toBe(0);
-      // The log sees the CLI's own modules.
-      expect(log).toMatch(/\/cli\.(js|ts)$/m);
-      expect(loadedOf(packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino', 'csv-parse'])).toEqual([]);
-    },
-  );
-
-  it('report --no-html reads a journal with no image library, HTTP client or logger; report.html loads sharp', async () => {
-    const out = tmp.file('out-report');
-    expect((await run(['--out', out])).result.code).toBe(0);
-    const bare = await cli(['report', out, '--no-html', '--json']);
-    expect(bare.result.code, bare.result.stderr).toBe(0);
-    expect(bare.packages.size).toBeGreaterThan(0);
-    expect(loadedOf(bare.packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino'])).toEqual([]);
-    // The page's thumbnails do load sharp (so the assertion above can fail).
-    const page = await cli(['report', out, '--json']);
-    expect(page.result.code, page.result.stderr).toBe(0);
-    expect(loadedOf(page.packages, ['sharp', 'got', 'pino'])).toEqual(['sharp']);
-  });
-
-  it('plan without a service loads no HTTP client or logger; with --sandbox it loads the client', async () => {
-    const alone = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json']);
-    expect(alone.result.code, alone.result.stderr).toBe(0);
-    // The preflight decodes the images.
-    expect(alone.packages).toContain('sharp');
-    expect(loadedOf(alone.packages, [...ALL_PACKAGES, 'got', 'pino'])).toEqual([]);
-    const asked = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json', '--sandbox']);
-    expect(asked.result.code, asked.result.stderr).toBe(0);
-    expect(loadedOf(asked.packages, [...ALL_PACKAGES, 'got'])).toEqual(['got']);
-  });
-
-  it('a local run into a local folder loads no AWS SDK, no prom-client, no BullMQ, ioredis or playwright', async () => {
-    const { result, packages } = await run(['--out', tmp.file('out-local')]);
-    expect(result.code, result.stderr).toBe(0);
-    // The log sees the packages a run does use.
-    expect(packages).toContain('sharp');
-    expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
-  });
-
-  it.each([
-    ['--metrics-file', () => ['--metrics-file', tmp.file('run.prom')]],
-    ['--metrics-port', () => ['--metrics-port', '0']],
-  ])('%s loads prom-client (and still no AWS SDK or BullMQ)', async (flag, flags) => {
-    const { result, packages } = await run(['--out', tmp.file(`out${flag}`), ...flags()]);
-    expect(result.code, result.stderr).toBe(0);
-    expect(loadedOf(packages, METRICS_PACKAGES)).toEqual(['prom-client']);
-    expect(loadedOf(packages, [...S3_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
-  });
-
-  it('--ping-url alone needs no metrics: prom-client is not loaded, and both pings go', async () => {
-    const seen: string[] = [];
-    const server: Server = createServer((req, res) => {
-      seen.push(req.url ?? '');
-      res.end('OK');
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = server.address() as { port: number };
-      const ping = `http://127.0.0.1:${port}/ping`;
-      const { result, packages } = await run(['--out', tmp.file('out-ping'), '--ping-url', ping]);
-      expect(result.code, result.stderr).toBe(0);
-      expect(seen).toEqual(['/ping/start', '/ping/0']);
-      expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
-    } finally {
-      await new Promise((resolve) => server.close(resolve));
-    }
-  });
-
-  describe('into a bucket', () => {
-    let s3: ConditionalS3;
+// Concurrent: each test's CLIs write into folders of their own, and most of their time is the
+// sandbox's job time. So the CLIs are stopped after the file, not after each test (another test's
+// CLI would be killed mid-run).
+describe.skipIf(!hooks)(
+  'what a run loads (issue 30; skipped without module.registerHooks)',
+  { concurrent: true },
+  () => {
+    const tmp = useTempDir('kb-lazy-', 'suite');
+    let logNo = 0;
+    afterAll(killAllClis);
     beforeAll(async () => {
-      s3 = await startConditionalS3([BUCKET]);
-    });
-    afterAll(async () => {
-      await s3?.close();
+      await tmp.write('images/k1.jpg', await kitchenJpeg(1, 160, 120));
+      await tmp.write('manifest.csv', 'id,image,module,style\nk1,images/k1.jpg,change-style,modern\n');
     });
 
-    it('run --out s3:// loads the AWS SDK', async () => {
-      const { result, packages } = await run(['--out', `s3://${BUCKET}/run/`, '--cache', tmp.file('cache')], {
-        AWS_ACCESS_KEY_ID: 'S3RVER',
-        AWS_SECRET_ACCESS_KEY: 'S3RVER',
-        AWS_REGION: 'us-east-1',
-        AWS_ENDPOINT_URL_S3: s3.endpoint,
+    /** The CLI with `args` in the test's folder, and the packages it loaded. */
+    async function cli(
+      args: string[],
+      env: Record<string, string> = {},
+    ): Promise<{ result: CliResult; packages: Set<string>; log: string }> {
+      const file = tmp.file(`modules-${++logNo}.log`);
+      const result = await runCli(args, {
+        cwd: tmp.dir,
+        env: { ...env, MODULE_LOG_FILE: file, NODE_OPTIONS: `--import ${HOOK}` },
       });
-      expect(result.code, result.stderr).toBe(0);
-      expect(packages).toContain('@aws-sdk/client-s3');
-      expect(loadedOf(packages, [...METRICS_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
+      const log = await readFile(file, 'utf8');
+      return { result, packages: packagesOf(log), log };
+    }
+
+    /** `run manifest.csv --sandbox ...more`. */
+    const run = (more: string[], env: Record<string, string> = {}) =>
+      cli(['run', 'manifest.csv', '--sandbox', '--no-progress', '--json', ...more], env);
+
+    it.each([['--version'], ['--help']])(
+      '%s loads no command: no image library, HTTP client, logger or manifest parser',
+      async (flag) => {
+        const { result, packages, log } = await cli([flag]);
+        expect(result.code, result.stderr).toBe(0);
+        // The log sees the CLI's own modules.
+        expect(log).toMatch(/\/cli\.(js|ts)$/m);
+        expect(loadedOf(packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino', 'csv-parse'])).toEqual([]);
+      },
+    );
+
+    it('report --no-html reads a journal with no image library, HTTP client or logger; report.html loads sharp', async () => {
+      const out = tmp.file('out-report');
+      expect((await run(['--out', out])).result.code).toBe(0);
+      const bare = await cli(['report', out, '--no-html', '--json']);
+      expect(bare.result.code, bare.result.stderr).toBe(0);
+      expect(bare.packages.size).toBeGreaterThan(0);
+      expect(loadedOf(bare.packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino'])).toEqual([]);
+      // The page's thumbnails do load sharp (so the assertion above can fail).
+      const page = await cli(['report', out, '--json']);
+      expect(page.result.code, page.result.stderr).toBe(0);
+      expect(loadedOf(page.packages, ['sharp', 'got', 'pino'])).toEqual(['sharp']);
     });
-  });
-});
+
+    it('plan without a service loads no HTTP client or logger; with --sandbox it loads the client', async () => {
+      const alone = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json']);
+      expect(alone.result.code, alone.result.stderr).toBe(0);
+      // The preflight decodes the images.
+      expect(alone.packages).toContain('sharp');
+      expect(loadedOf(alone.packages, [...ALL_PACKAGES, 'got', 'pino'])).toEqual([]);
+      const asked = await cli(['plan', 'manifest.csv', '--out', tmp.file('out-plan'), '--json', '--sandbox']);
+      expect(asked.result.code, asked.result.stderr).toBe(0);
+      expect(loadedOf(asked.packages, [...ALL_PACKAGES, 'got'])).toEqual(['got']);
+    });
+
+    it('a local run into a local folder loads no AWS SDK, no prom-client, no BullMQ, ioredis or playwright', async () => {
+      const { result, packages } = await run(['--out', tmp.file('out-local')]);
+      expect(result.code, result.stderr).toBe(0);
+      // The log sees the packages a run does use.
+      expect(packages).toContain('sharp');
+      expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
+    });
+
+    it.each([
+      ['--metrics-file', () => ['--metrics-file', tmp.file('run.prom')]],
+      ['--metrics-port', () => ['--metrics-port', '0']],
+    ])('%s loads prom-client (and still no AWS SDK or BullMQ)', async (flag, flags) => {
+      const { result, packages } = await run(['--out', tmp.file(`out${flag}`), ...flags()]);
+      expect(result.code, result.stderr).toBe(0);
+      expect(loadedOf(packages, METRICS_PACKAGES)).toEqual(['prom-client']);
+      expect(loadedOf(packages, [...S3_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
+    });
+
+    it('--ping-url alone needs no metrics: prom-client is not loaded, and both pings go', async () => {
+      const seen: string[] = [];
+      const server: Server = createServer((req, res) => {
+        seen.push(req.url ?? '');
+        res.end('OK');
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = server.address() as { port: number };
+        const ping = `http://127.0.0.1:${port}/ping`;
+        const { result, packages } = await run(['--out', tmp.file('out-ping'), '--ping-url', ping]);
+        expect(result.code, result.stderr).toBe(0);
+        expect(seen).toEqual(['/ping/start', '/ping/0']);
+        expect(loadedOf(packages, ALL_PACKAGES)).toEqual([]);
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
+      }
+    });
+
+    describe('into a bucket', () => {
+      let s3: ConditionalS3;
+      beforeAll(async () => {
+        s3 = await startConditionalS3([BUCKET]);
+      });
+      afterAll(async () => {
+        await s3?.close();
+      });
+
+      it('run --out s3:// loads the AWS SDK', async () => {
+        const { result, packages } = await run(
+          ['--out', `s3://${BUCKET}/run/`, '--cache', tmp.file('cache')],
+          {
+            AWS_ACCESS_KEY_ID: 'S3RVER',
+            AWS_SECRET_ACCESS_KEY: 'S3RVER',
+            AWS_REGION: 'us-east-1',
+            AWS_ENDPOINT_URL_S3: s3.endpoint,
+          },
+        );
+        expect(result.code, result.stderr).toBe(0);
+        expect(packages).toContain('@aws-sdk/client-s3');
+        expect(loadedOf(packages, [...METRICS_PACKAGES, ...OTHER_PACKAGES])).toEqual([]);
+      });
+    });
+  },
+);
