@@ -4,7 +4,7 @@
  * Memoisation, caching and the worker pool live in `index.ts`, `cache.ts` and `pool.ts`.
  */
 import type { Metadata, SharpOptions } from 'sharp';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import { sniff } from '../image/sniff.js';
 import type { AnalyseLimits, AnalyseSource, Analysis, ImageInfo } from './analysis.js';
 import { formatLabel } from './describe.js';
@@ -50,6 +50,7 @@ export async function analyse(source: AnalyseSource, limits: AnalyseLimits): Pro
     failOn: FAIL_ON,
     limitInputPixels: shrinks ? limits.shrinkOnLoadPixels : limits.limitInputPixels,
   };
+  const sharp = await loadSharp();
   let meta: Metadata;
   try {
     meta = await sharp(source.input, base).metadata();

@@ -6,7 +6,7 @@
  */
 import type { Metadata, Sharp, SharpOptions } from 'sharp';
 import type { UploadFormat } from '../image/format.js';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import { webpIsLossless } from '../image/sniff.js';
 import type { AnalyseLimits, AnalyseSource, Analysis, ImageInfo } from './analysis.js';
 import { formatBytes, formatLabel, noteFor, type Purpose, sizeSteps } from './describe.js';
@@ -30,6 +30,7 @@ export async function reencode(
   purpose: Purpose,
   steps: string[],
 ): Promise<Analysis> {
+  const sharp = await loadSharp();
   const target =
     purpose === 'normalise'
       ? (meta.format as UploadFormat)
@@ -102,6 +103,7 @@ export async function reencode(
  */
 async function usesAlpha(source: AnalyseSource, meta: Metadata, base: SharpOptions): Promise<boolean> {
   if (!meta.hasAlpha) return false;
+  const sharp = await loadSharp();
   const { isOpaque } = await sharp(source.input, base)
     .resize(256, 256, { fit: 'inside', kernel: 'linear', withoutEnlargement: true })
     .stats();

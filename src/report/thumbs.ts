@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import { sniff } from '../image/sniff.js';
 import { normalisation } from '../preflight/analyse.js';
 import { LocalOutputStore } from '../storage/local-output.js';
@@ -88,29 +88,29 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
     const made = await existingThumb(stores, job.dest);
     return { state: made ? 'reused' : 'failed', file: job.dest };
   }
-  let copy: Buffer | null = null;
-  let dest = job.dest;
-  let ext = 'webp';
-  if (source.size <= SMALL_BYTES) {
-    const bytes = await source.bytes().catch(() => null);
-    const own = bytes ? thumbnailSized(bytes, size) : null;
-    if (bytes && own && (await shownAsUploaded(bytes))) {
-      copy = bytes;
-      ext = own;
-      dest = job.dest.replace(/\.webp$/, `.${own}`);
-    }
-  }
   // In whole seconds, since S3 keeps Last-Modified to the second: a result and its thumb written in
   // one second would otherwise look stale on every report. A source rewritten within the second its
   // thumb was made keeps that thumb (a preview, and the next change of the source remakes it).
-  const made = await existingThumb(stores, dest);
-  if (made && Math.floor(made.mtimeMs / 1000) >= Math.floor(source.mtimeMs / 1000)) {
-    return { state: 'reused', file: dest };
-  }
+  const fresh = async (key: string): Promise<boolean> => {
+    const made = await existingThumb(stores, key);
+    return made !== null && Math.floor(made.mtimeMs / 1000) >= Math.floor(source.mtimeMs / 1000);
+  };
+  // A thumb made from this very source (shrunk, or a copy) is kept before anything is decoded, so a
+  // report whose thumbs are all made (a rerun) does not load sharp at all.
+  if (await fresh(job.dest)) return { state: 'reused', file: job.dest };
+  const bytes = source.size <= SMALL_BYTES ? await source.bytes().catch(() => null) : null;
+  const own = bytes ? thumbnailSized(bytes, size) : null;
+  const copyDest = own ? job.dest.replace(/\.webp$/, `.${own}`) : job.dest;
+  if (copyDest !== job.dest && (await fresh(copyDest))) return { state: 'reused', file: copyDest };
+  const copy = bytes && own && (await shownAsUploaded(bytes)) ? bytes : null;
+  const dest = copy ? copyDest : job.dest;
+  const ext = copy ? own! : 'webp';
   try {
     const body =
       copy ??
-      (await sharp(source.localPath ?? (await source.bytes()), { failOn: 'error' })
+      (await (
+        await loadSharp()
+      )(source.localPath ?? (await source.bytes()), { failOn: 'error' })
         .rotate() // honour EXIF orientation so phone photos are not shown sideways
         .resize(size, size, { fit: 'inside', withoutEnlargement: true })
         .webp({ quality: 74, effort: 0 })
@@ -130,6 +130,7 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
  * like the upload instead, so the before/after pair match.
  */
 async function shownAsUploaded(bytes: Buffer): Promise<boolean> {
+  const sharp = await loadSharp();
   const meta = await sharp(bytes)
     .metadata()
     .catch(() => null);

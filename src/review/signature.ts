@@ -5,7 +5,7 @@
  * @module
  */
 import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import { decodeSmallJpeg } from './decode.js';
 import { SIDE, stretch } from './resample.js';
 
@@ -38,6 +38,7 @@ export async function signature(input: string | Buffer): Promise<Signature> {
   const bytes = typeof input === 'string' ? smallFile(input) : input;
   const small = bytes ? await decodeSmallJpeg(bytes) : null;
   if (small) return signatureOfPixels(small);
+  const sharp = await loadSharp();
   const { data, info } = await sharp(bytes ?? input, { failOn: 'error', autoOrient: true })
     .resize(SIDE, SIDE, { fit: 'outside' })
     .raw({ depth: 'uchar' })

@@ -4,7 +4,7 @@
  */
 import type { OverlayOptions, Sharp } from 'sharp';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, sniffImage } from '../image/format.js';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import type { ModuleId } from '../types.js';
 import type { BadResult } from './faults.js';
 
@@ -187,6 +187,7 @@ export async function renderResult(
   style: string | null,
 ): Promise<RenderedImage> {
   const look = module === 'kitchen-configurator' ? PHOTOREAL : (LOOKS[style ?? ''] ?? PHOTOREAL);
+  const sharp = await loadSharp();
   const base = await sharp(input)
     .rotate()
     .resize({ width: MAX_SIDE, height: MAX_SIDE, fit: 'inside', withoutEnlargement: true })
@@ -232,6 +233,7 @@ export async function badResult(
     contentType: 'image/jpeg',
   });
   if (kind === 'unchanged') return echoResult(input);
+  const sharp = await loadSharp();
   const meta = await sharp(input).rotate().metadata();
   const swap = (meta.orientation ?? 1) >= 5;
   const scale = Math.min(1, MAX_SIDE / Math.max(meta.width ?? 1, meta.height ?? 1));

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { ApiError } from '../api/errors.js';
 import { ResultDecodeError, StateError } from '../errors.js';
 import { FORMAT_CONTENT_TYPE, FORMAT_EXTENSION, type UploadFormat } from '../image/format.js';
-import sharp from '../image/sharp.js';
+import { loadSharp } from '../image/sharp.js';
 import type { ItemState } from '../state/state.js';
 import type { OutputStore, StagedFile } from '../storage/types.js';
 import { failed, type StageContext } from './context.js';
@@ -143,6 +143,7 @@ function isExpired(error: unknown): boolean {
 
 /** A result must decode whole: a connection-close body can be cut short without any error. */
 export async function checkDecodes(file: string): Promise<void> {
+  const sharp = await loadSharp();
   try {
     // A full decode (shrink-on-load still reads every byte of the entropy-coded data) at a tiny
     // output size: ~10× cheaper than stats(), and it still fails on a cut-short file.

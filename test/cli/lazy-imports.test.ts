@@ -4,10 +4,11 @@
  * local folder must load neither the AWS SDK, nor prom-client, nor the worker mode's BullMQ and
  * ioredis, nor playwright; and each is shown loaded when it is used (so the assertions can fail):
  * the SDK by `--out s3://`, prom-client by `--metrics-file` and `--metrics-port`. Commands that
- * only read: `report --no-html` loads neither sharp, nor got, nor pino (report.html loads sharp for
- * its thumbnails); `plan` without a service loads no got (with `--sandbox` it does).
+ * only read: `report --no-html` loads neither sharp, nor got, nor pino (report.html loads sharp to make
+ * thumbnails, not to keep those made); `plan` without a service loads no got (with `--sandbox` it
+ * does). The rerun of a finished run decodes nothing, so it loads no sharp.
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import module from 'node:module';
 import path from 'node:path';
@@ -89,17 +90,34 @@ describe.skipIf(!hooks)(
       },
     );
 
-    it('report --no-html reads a journal with no image library, HTTP client or logger; report.html loads sharp', async () => {
+    it('report --no-html reads a journal with no image library, HTTP client or logger; report.html loads sharp only to make thumbs', async () => {
       const out = tmp.file('out-report');
       expect((await run(['--out', out])).result.code).toBe(0);
       const bare = await cli(['report', out, '--no-html', '--json']);
       expect(bare.result.code, bare.result.stderr).toBe(0);
       expect(bare.packages.size).toBeGreaterThan(0);
       expect(loadedOf(bare.packages, [...ALL_PACKAGES, 'sharp', 'got', 'pino'])).toEqual([]);
-      // The page's thumbnails do load sharp (so the assertion above can fail).
+      // The run made the page's thumbs: kept as they are, nothing decoded.
+      const again = await cli(['report', out, '--json']);
+      expect(again.result.code, again.result.stderr).toBe(0);
+      expect(loadedOf(again.packages, ['sharp', 'got', 'pino'])).toEqual([]);
+      // Thumbs to make do load sharp (so the assertions above can fail).
+      await rm(path.join(out, 'thumbs'), { recursive: true });
       const page = await cli(['report', out, '--json']);
       expect(page.result.code, page.result.stderr).toBe(0);
       expect(loadedOf(page.packages, ['sharp', 'got', 'pino'])).toEqual(['sharp']);
+      expect((await readdir(path.join(out, 'thumbs'))).length).toBeGreaterThan(0);
+    });
+
+    it('the rerun of a finished run decodes nothing: no sharp', async () => {
+      const out = tmp.file('out-rerun');
+      const first = await run(['--out', out]);
+      expect(first.result.code, first.result.stderr).toBe(0);
+      expect(first.packages).toContain('sharp');
+      const rerun = await run(['--out', out]);
+      expect(rerun.result.code, rerun.result.stderr).toBe(0);
+      expect(JSON.parse(rerun.result.stdout).totals.succeeded).toBe(1);
+      expect(loadedOf(rerun.packages, ['sharp', ...ALL_PACKAGES])).toEqual([]);
     });
 
     it('plan without a service loads no HTTP client or logger; with --sandbox it loads the client', async () => {

@@ -1,6 +1,6 @@
 /**
  * libvips' operation cache (src/image/sharp-cache.ts): the executable turns it off, whether sharp
- * is loaded already or only later (a command loads it when it needs it); a library caller's process
+ * is loaded already or only later (loadSharp() loads it on the first image); a library caller's process
  * keeps its own setting.
  */
 import sharp from 'sharp';
@@ -15,7 +15,7 @@ describe("libvips' operation cache", () => {
 
   it('is left alone until the executable drops it; dropped, it is off at once', async () => {
     const { dropSharpCache } = await import('../../src/image/sharp-cache.js');
-    const { default: loaded } = await import('../../src/image/sharp.js');
+    const loaded = await (await import('../../src/image/sharp.js')).loadSharp();
     expect(loaded.cache().memory.max).toBeGreaterThan(0);
     dropSharpCache();
     expect(loaded.cache().memory.max).toBe(0);
@@ -25,7 +25,7 @@ describe("libvips' operation cache", () => {
     const { dropSharpCache } = await import('../../src/image/sharp-cache.js');
     dropSharpCache();
     expect(sharp.cache().memory.max).toBeGreaterThan(0);
-    const { default: loaded } = await import('../../src/image/sharp.js');
+    const loaded = await (await import('../../src/image/sharp.js')).loadSharp();
     expect(loaded.cache().memory.max).toBe(0);
   });
 });

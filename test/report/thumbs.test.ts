@@ -1,4 +1,4 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, stat, utimes } from 'node:fs/promises';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ensureThumbnail } from '../../src/report/thumbs.js';
@@ -30,6 +30,24 @@ describe('thumbnails', () => {
       expect(await readFile(made.file)).toEqual(bytes);
       expect((await ensureThumbnail({ source, dest }, 320)).state).toBe('reused');
     }
+  });
+
+  it('a thumb newer than its source is kept whichever way it was made; a source written since gets a new one', async () => {
+    const tmp = await tempDirForTest('kb-thumbs-');
+    const source = await tmp.write('s.jpg', await kitchenImage({ width: 300, height: 200 }));
+    const dest = tmp.file('thumbs/s.src.webp');
+    const ago = (s: number) => new Date(Date.now() - s * 1000);
+    await utimes(source, ago(100), ago(100));
+    // A shrunk thumb made when the source was another picture: this one would be copied, but the
+    // thumb is newer than the source, so it stays (no decode on a rerun's report).
+    await tmp.write('thumbs/s.src.webp', await sharp(source).resize(80).webp().toBuffer());
+    await utimes(dest, ago(50), ago(50));
+    expect(await ensureThumbnail({ source, dest }, 320)).toEqual({ state: 'reused', file: dest });
+    // The source written since: its thumb is made again, as a copy this time, and then kept.
+    await utimes(source, ago(10), ago(10));
+    const copy = dest.replace(/\.webp$/, '.jpg');
+    expect(await ensureThumbnail({ source, dest }, 320)).toEqual({ state: 'created', file: copy });
+    expect(await ensureThumbnail({ source, dest }, 320)).toEqual({ state: 'reused', file: copy });
   });
 
   it('a small image cut short is not copied: it fails, and the page shows a placeholder', async () => {
