@@ -106,15 +106,7 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
   const dest = copy ? copyDest : job.dest;
   const ext = copy ? own! : 'webp';
   try {
-    const body =
-      copy ??
-      (await (
-        await loadSharp()
-      )(source.localPath ?? (await source.bytes()), { failOn: 'error' })
-        .rotate() // honour EXIF orientation so phone photos are not shown sideways
-        .resize(size, size, { fit: 'inside', withoutEnlargement: true })
-        .webp({ quality: 74, effort: 0 })
-        .toBuffer());
+    const body = copy ?? (await shrunk(source, size));
     // Atomic (a crash mid-write must not leave a torn thumb that the time check would keep), but not
     // durable: a thumbnail is a cache, and 10,000 fsyncs would make reports slow.
     await stores.output.put(dest, body, { contentType: THUMB_TYPE[ext] ?? 'image/webp', durable: false });
@@ -122,6 +114,16 @@ async function makeThumbnail(job: ThumbJob, size: number, stores: ThumbStores): 
   } catch {
     return { state: 'failed', file: dest };
   }
+}
+
+/** The source as a WebP of at most `size` px on its long side, upright. */
+async function shrunk(source: OpenedSource, size: number): Promise<Buffer> {
+  const sharp = await loadSharp();
+  return sharp(source.localPath ?? (await source.bytes()), { failOn: 'error' })
+    .rotate() // honour EXIF orientation so phone photos are not shown sideways
+    .resize(size, size, { fit: 'inside', withoutEnlargement: true })
+    .webp({ quality: 74, effort: 0 })
+    .toBuffer();
 }
 
 /**
