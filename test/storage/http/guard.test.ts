@@ -255,24 +255,31 @@ describe('proxy environment', () => {
     await proxy.stop();
   });
 
-  it('HTTP_PROXY/HTTPS_PROXY, even applied to Node’s global agent, never carry a source request', async () => {
-    const proxyUrl = `http://127.0.0.1:${proxy.port}`;
-    Object.assign(process.env, {
-      HTTP_PROXY: proxyUrl,
-      HTTPS_PROXY: proxyUrl,
-      http_proxy: proxyUrl,
-      NO_PROXY: '',
-    });
-    restore = http.setGlobalProxyFromEnv();
-    // Control: the proxy does catch a request made the ordinary way, so "saw nothing" below means something.
-    await new Promise<void>((resolve, reject) =>
-      http.get(server.url('/control'), (res) => res.resume().on('end', resolve)).on('error', reject),
-    );
-    expect(proxy.requests.map((r) => r.url)).toEqual([server.url('/control')]);
+  // Node 22 has no http.setGlobalProxyFromEnv (there the proxy variables reach the global agent only
+  // through NODE_USE_ENV_PROXY at start-up), so this case is skipped there.
+  const globalProxy =
+    typeof (http as { setGlobalProxyFromEnv?: unknown }).setGlobalProxyFromEnv === 'function';
+  it.skipIf(!globalProxy)(
+    'HTTP_PROXY/HTTPS_PROXY, even applied to Node’s global agent, never carry a source request (skipped without http.setGlobalProxyFromEnv)',
+    async () => {
+      const proxyUrl = `http://127.0.0.1:${proxy.port}`;
+      Object.assign(process.env, {
+        HTTP_PROXY: proxyUrl,
+        HTTPS_PROXY: proxyUrl,
+        http_proxy: proxyUrl,
+        NO_PROXY: '',
+      });
+      restore = http.setGlobalProxyFromEnv();
+      // Control: the proxy does catch a request made the ordinary way, so "saw nothing" below means something.
+      await new Promise<void>((resolve, reject) =>
+        http.get(server.url('/control'), (res) => res.resume().on('end', resolve)).on('error', reject),
+      );
+      expect(proxy.requests.map((r) => r.url)).toEqual([server.url('/control')]);
 
-    const got = await fetchSourceBytes(server.url('/a.jpg'), { allowPrivate: true });
-    expect(got.notModified).toBe(false);
-    expect(proxy.requests).toHaveLength(1);
-    expect(server.seen('/a.jpg')).toHaveLength(1);
-  });
+      const got = await fetchSourceBytes(server.url('/a.jpg'), { allowPrivate: true });
+      expect(got.notModified).toBe(false);
+      expect(proxy.requests).toHaveLength(1);
+      expect(server.seen('/a.jpg')).toHaveLength(1);
+    },
+  );
 });
