@@ -48,6 +48,10 @@ const PATTERNS = [
   '**/*.jpg',
   'kitchens*/*.jpg',
   '*.jpg',
+  'kitchens/**',
+  'kitchens/**/!(sku1).jpg',
+  'kitchens/[[:alpha:]]*.jpg',
+  'kitchens/*.JPG',
 ];
 
 async function collect(iterable: AsyncIterable<S3ListedObject>): Promise<S3ListedObject[]> {
