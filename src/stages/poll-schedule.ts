@@ -118,12 +118,13 @@ export class PollScheduler {
    * floor (at most 30 s): the first wave then costs about one poll a job, not one every 2 s. With one
    * or two jobs ended, their times and the scouts' still count.
    *
-   * Then, when the times jobs take spread over less than the floor (p10..p90), aim at p90, or p98
-   * when the request budget binds (a missed poll costs a request another job waits for, a late one
-   * only slot time) or the run drains (a missed poll of one of the last jobs puts the run's end off
-   * by the floor; ten jobs at p90 miss at least once two times in three, at p98 one in six):
-   * nearly every job is seen done by its first poll, and no schedule allowed by the floor would see
-   * them sooner on average; a wider spread aims at the median, so quick jobs are not kept waiting.
+   * Then, when the times jobs take spread over less than the floor (p10..p90), aim at the time
+   * that costs a job the least slot time on average ({@link cheapestFirstPoll}: a miss costs the
+   * floor), and at p98 or later when the request budget binds (a missed poll costs a request
+   * another job waits for, a late one only slot time) or the run drains (a missed poll of one of
+   * the last jobs puts the run's end off by the floor): nearly every job is seen done by its first
+   * poll, and no schedule allowed by the floor would see them sooner on average; a wider spread
+   * aims at the median, so quick jobs are not kept waiting.
    * Never over a minute; at once when jobs have been ending at once (a wait there holds
    * a job slot for nothing, and the one poll a job needs is spent either way).
    */
@@ -136,8 +137,11 @@ export class PollScheduler {
     }
     const sorted = [...this.#samples].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(n - 1, Math.floor(q * n))]!;
-    const tight = this.#pressure() >= TIGHT_BUDGET || this.#draining();
-    const target = at(0.9) - at(0.1) <= this.#min ? at(tight ? 0.98 : 0.9) : at(0.5);
+    let target = at(0.5);
+    if (at(0.9) - at(0.1) <= this.#min) {
+      target = cheapestFirstPoll(sorted, this.#min);
+      if (this.#pressure() >= TIGHT_BUDGET || this.#draining()) target = Math.max(target, at(0.98));
+    }
     return Math.min(60_000, Math.max(0, target));
   }
 
@@ -162,4 +166,27 @@ export class PollScheduler {
       await sleep(at - now, signal);
     }
   }
+}
+
+/**
+ * The first-poll delay, among the job times seen (`sorted`, ascending), that costs a job the least
+ * slot time on average when a miss costs `floor` more: t + (share of times over t) × floor. For
+ * times spread over less than the floor this is the slowest seen, unless a few are far slower than
+ * the rest (one job in a hundred 1.5 s slower costs less as a miss than as everyone's wait). A tie
+ * goes to the later time, which costs fewer polls.
+ */
+export function cheapestFirstPoll(sorted: readonly number[], floor: number): number {
+  const n = sorted.length;
+  let best = 0;
+  let bestCost = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < n; i++) {
+    if (i + 1 < n && sorted[i + 1] === sorted[i]) continue; // the last of equal times counts them all
+    // In units of 1/n, so equal costs compare equal.
+    const cost = sorted[i]! * n + (n - 1 - i) * floor;
+    if (cost <= bestCost) {
+      bestCost = cost;
+      best = sorted[i]!;
+    }
+  }
+  return best;
 }
