@@ -211,6 +211,86 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
     });
   }
 
+  it('killed -9 with two journal segments in flight, the later one stored: the rerun leaves it out, deletes it and writes its number again', async () => {
+    // 40 items: the governor sends one request at a time until 32 were accepted (a submission holds
+    // that one slot while its mark is stored), so the hold comes once requests overlap.
+    const wide = await makeFixture(40, { name: 'wide' });
+    const sandbox = await sandboxFor(wide, { processingMs: 300, jitterMs: 100 });
+    const prefix = `kill-${++prefixNo}`;
+    const journalAt = `${prefix}/.kitchen-batch/journal/`;
+    const segment = (n: number) => `${journalAt}${String(n).padStart(10, '0')}.jsonl`;
+    const numberOf = (key: string) => Number(path.posix.basename(key).slice(0, -'.jsonl'.length));
+    try {
+      const m = await machine(prefix);
+      const first = startRun(wide, sandbox, m.out, ['--cache', m.cache], { cwd: m.cwd, env: env() });
+      // With jobs being paid for, the next segment's PUT is held on its way; the jobs already
+      // running go on (their polls wait for no segment) and their records go out in the one after.
+      await waitFor(() => sandbox.stats.creates >= 24 || first.exitedYet(), { timeoutMs: 30_000 });
+      s3.fail({ method: 'PUT', keyPrefix: `${BUCKET}/${journalAt}`, times: 1, hold: true });
+      await waitFor(() => s3.held().length === 1 || first.exitedYet(), { timeoutMs: 30_000 });
+      const held = numberOf(s3.held()[0] ?? '');
+      await waitFor(
+        () =>
+          s3.requests.some(
+            (r) => r.method === 'PUT' && r.key === `${BUCKET}/${segment(held + 1)}` && r.status === 200,
+          ) || first.exitedYet(),
+        { timeoutMs: 30_000 },
+      );
+      first.kill('SIGKILL');
+      await first.exited;
+      await waitFor(() => s3.held().length === 0, { timeoutMs: 5000 });
+      const before = await keys(journalAt);
+      expect(before.at(-1)).toBe(segment(held + 1));
+      expect(before).not.toContain(segment(held));
+      // Only the segments before the held one counted: what the run could have relied on.
+      const counted: JournalRecord[] = [];
+      for (const key of before.slice(0, -1)) {
+        for (const line of (await text(key)).split('\n')) if (line.trim()) counted.push(JSON.parse(line));
+      }
+      const accepted = new Set(counted.filter((r) => r.t === 'accepted').map((r) => r.id));
+      expect(accepted.size).toBeGreaterThan(0);
+      const storedResults = new Set(await keys(`${prefix}/results/`));
+      const mark = s3.requests.length;
+
+      const elsewhere = await machine(prefix);
+      const rerun = await run(wide, sandbox, elsewhere.out, ['--cache', elsewhere.cache, '--json'], {
+        cwd: elsewhere.cwd,
+        env: env(),
+      });
+      expect(rerun.code, rerun.stderr).toBe(0);
+      expect(rerun.stderr).toContain(
+        `left out s3://${BUCKET}/${segment(held + 1)}: stored without the segment before it`,
+      );
+      const numbers = (await keys(journalAt))
+        .map((k) => path.posix.basename(k))
+        .filter((n) => /^\d+\.jsonl$/.test(n))
+        .map((n) => Number(n.slice(0, -6)));
+      expect(numbers).toEqual(numbers.map((_, i) => i + 1));
+      expect(numbers.length).toBeGreaterThan(held);
+      const report = JSON.parse(await text(`${prefix}/report.json`)) as Report;
+      expect(report.run.totals.succeeded).toBe(wide.items.length);
+      const creates = await createsPerItem(wide, sandbox);
+      for (const id of accepted) expect(creates.get(id), `${id} was accepted in a counted segment`).toBe(1);
+      // A job whose id was only in the lost segments is sent again and counted as a possible duplicate.
+      for (const item of report.items) {
+        expect(item.ambiguous_resends, item.id).toBe((creates.get(item.id) ?? 0) - 1);
+      }
+      const again = s3.requests
+        .slice(mark)
+        .filter(
+          (r) =>
+            storedResults.has(r.key.slice(BUCKET.length + 1)) &&
+            (r.method === 'GET' || (r.method === 'PUT' && r.status !== 412)),
+        );
+      expect(again.map((r) => `${r.method} ${r.key} ${r.status}`)).toEqual([]);
+    } finally {
+      s3.heal();
+      s3.release();
+      await sandbox.close();
+      await removeDir(wide.dir);
+    }
+  }, 90_000);
+
   it('two runs on one prefix: one holds the lease, the other exits 2; the lease of a killed holder is taken over', async () => {
     const sandbox = await sandboxFor(fixture, { processingMs: 1500, jitterMs: 100 });
     try {

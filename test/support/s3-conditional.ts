@@ -48,6 +48,11 @@ export interface FaultRule {
   status?: number;
   /** Destroy the connection instead of answering. */
   reset?: boolean;
+  /**
+   * Hold the request, unanswered and not forwarded, until {@link ConditionalS3.release} (a PUT on
+   * its way for as long as a test needs; a client killed meanwhile never stores it).
+   */
+  hold?: boolean;
 }
 
 /** A running conditional front. */
@@ -57,6 +62,10 @@ export interface ConditionalS3 {
   fail(rule: FaultRule): void;
   /** Drops every fault still pending. */
   heal(): void;
+  /** Requests held now: `bucket/key` of each. */
+  held(): string[];
+  /** Lets the held requests go on as if they had just come, or answers them `status` (an S3 error). */
+  release(options?: { status?: number }): void;
   close(): Promise<void>;
 }
 
@@ -89,6 +98,8 @@ export async function startConditionalS3(
   const target = new URL(backend.endpoint);
   const requests: SeenRequest[] = [];
   const rules: FaultRule[] = [];
+  /** Requests held by a `hold` fault, and how each goes on when released. */
+  const holding: { key: string; go: (status?: number) => void }[] = [];
   /** The tail of each key's queue of conditional writes. */
   const locks = new Map<string, Promise<void>>();
 
@@ -214,12 +225,29 @@ export async function startConditionalS3(
     );
     if (rule) {
       rule.times--;
-      if (rule.reset) {
+      if (rule.hold) {
+        const status = await new Promise<number | undefined>((resolve) => {
+          const held = { key, go: resolve };
+          holding.push(held);
+          // A client gone meanwhile (killed) takes its request with it: it is never forwarded.
+          req.socket.once('close', () => {
+            const at = holding.indexOf(held);
+            if (at >= 0) holding.splice(at, 1);
+            resolve(undefined);
+          });
+        });
+        if (req.socket.destroyed) return;
+        if (status !== undefined) {
+          seen.status = answerError(res, status, key);
+          return;
+        }
+      } else if (rule.reset) {
         req.socket.destroy();
         return;
+      } else {
+        seen.status = answerError(res, rule.status ?? 503, key);
+        return;
       }
-      seen.status = answerError(res, rule.status ?? 503, key);
-      return;
     }
     if (
       s3rver &&
@@ -276,6 +304,10 @@ export async function startConditionalS3(
     },
     heal: () => {
       rules.length = 0;
+    },
+    held: () => holding.map((h) => h.key),
+    release: ({ status } = {}) => {
+      for (const h of holding.splice(0)) h.go(status);
     },
     close: async () => {
       server.closeAllConnections();

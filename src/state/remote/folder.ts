@@ -12,12 +12,14 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { StateError } from '../../errors.js';
 import { defaultCacheDir } from '../../storage/outputs.js';
 import { createS3Client, type S3Env } from '../../storage/s3/client.js';
 import { S3OutputStore } from '../../storage/s3/output-store.js';
 import { parseOutputUrl } from '../../storage/s3/output-url.js';
+import { formatS3Ref } from '../../storage/s3/ref.js';
 import { StorageError } from '../../storage/types.js';
 import { createRunLogger } from '../../util/logger.js';
 import { isoWithOffset } from '../../util/time.js';
@@ -93,6 +95,12 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
         },
       );
     }
+    if (state.orphan) {
+      warn(
+        `left out ${state.orphan}: stored without the segment before it (a run stopped with two segments in flight), so none of its records had counted; deleted`,
+        { event: 'journal_orphan_removed', key: state.orphan },
+      );
+    }
     if (state.compacted) {
       logger.info({ event: 'journal_compacted', ...state.compacted }, 'journal compacted into a snapshot');
     }
@@ -139,6 +147,8 @@ interface RemoteState {
   lease: Lease;
   journal: SegmentJournal;
   fold: JournalFold;
+  /** The `s3://` name of a segment left out and deleted on opening (see loadRemoteJournal), or null. */
+  orphan: string | null;
   /** Set when the journal was compacted into a snapshot on opening. */
   compacted: { records_before: number; records_after: number; segments: number } | null;
   close(): Promise<void>;
@@ -157,6 +167,10 @@ async function openState(
   try {
     const file = path.join(cacheDir, 'journal.jsonl');
     const info = await loadRemoteJournal(run, file);
+    // Deleted before this run writes its number again (its PUT would meet it and read it as lease_lost).
+    if (info.orphan) {
+      await run.access.client.send(new DeleteObjectCommand({ Bucket: run.bucket, Key: info.orphan }));
+    }
     const { fold } = await loadJournal(file, { repair: false });
     let compacted: RemoteState['compacted'] = null;
     const lastSeq = info.nextSeq - 1;
@@ -173,6 +187,7 @@ async function openState(
       lease,
       journal,
       fold,
+      orphan: info.orphan ? formatS3Ref(run.bucket, info.orphan) : null,
       compacted,
       close: async () => {
         try {

@@ -3,7 +3,10 @@
  * The journal is the newest `snapshot-<seq>.jsonl` (when there is one) followed by the segments
  * numbered after it; segments at or below a snapshot's number are leftovers of a compaction cut
  * short (the snapshot was stored, some deletes were not) and are ignored, then removed by the next
- * compaction. A gap in the numbering is damage, never skipped: the run refuses to go on.
+ * compaction. A last segment stored without the one before it is what a run that died with two
+ * segments in flight leaves (see `SegmentJournal`): none of its records counted, so it is left out
+ * (`orphan`), and the run that holds the lease deletes it. Any other gap in the numbering is damage,
+ * never skipped: the run refuses to go on.
  */
 import { once } from 'node:events';
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -38,6 +41,8 @@ export interface RemoteJournalInfo {
   snapshotSeq: number | null;
   /** Every journal object's key (for a compaction to delete the covered ones). */
   keys: string[];
+  /** The key of a last segment stored without the one before it (left out; see above), or null. */
+  orphan: string | null;
 }
 
 /** Lists the journal's objects: snapshots and segments by number. */
@@ -76,6 +81,10 @@ export async function loadRemoteJournal(run: RemoteRun, localFile: string): Prom
   const snapshotSeq = snapshots.at(-1) ?? null;
   const after = segments.filter((seq) => snapshotSeq === null || seq > snapshotSeq);
   let expected = (snapshotSeq ?? 0) + 1;
+  let orphan: string | null = null;
+  if (after.length >= 1 && after.at(-1) === (after.at(-2) ?? expected - 1) + 2) {
+    orphan = segmentKey(run.prefix, after.pop()!);
+  }
   for (const seq of after) {
     if (seq !== expected) {
       throw new StateError(
@@ -109,7 +118,7 @@ export async function loadRemoteJournal(run: RemoteRun, localFile: string): Prom
     await rm(tmp, { force: true });
     throw error;
   }
-  return { nextSeq: expected, segments: after.length, snapshotSeq, keys };
+  return { nextSeq: expected, segments: after.length, snapshotSeq, keys, orphan };
 }
 
 /**

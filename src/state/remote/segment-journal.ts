@@ -4,11 +4,18 @@
  * `If-None-Match: *`, so two writers can never both write segment N. Records are group-committed
  * as the local journal's are, over a commit window: the records of many items queued meanwhile go
  * out in one PUT, a `sync` append resolves only once a segment holding it is stored, and a record
- * without `sync` goes out with the next PUT or within a second. One PUT is in flight at a time.
+ * without `sync` goes out with the next PUT or within a second.
+ *
+ * Two segments are in flight at once: N+1 goes while N is on its way, so a record does not wait
+ * for the PUT before its own to come back. A segment's records count (their appends resolve, they
+ * reach the working copy) only once every segment before it is stored too, and N+2 waits for N.
+ * So a crash with both in flight may leave N+1 stored without N: nothing was acknowledged from it,
+ * and the next run that takes the lease deletes it (`loadRemoteJournal` names it) and writes
+ * N again.
  *
  * A 412 on a segment means another run wrote it (it took the lease): the journal breaks with
  * `lease_lost`, and every later append fails, as the local journal breaks on a disk error, so the
- * flow stops submitting (a job id it cannot record is a job it may pay for twice). Every stored
+ * flow stops submitting (a job id it cannot record is a job it may pay for twice). Every counted
  * segment is also appended to the local working copy, so it always equals the bucket's journal.
  */
 import { appendFile } from 'node:fs/promises';
@@ -20,6 +27,9 @@ import type { Journal } from '../journal.js';
 import type { JournalRecord } from '../records.js';
 import { segmentKey } from './keys.js';
 
+/** Segments whose records are not counted yet, at most: N+2 is not sent before N is stored. */
+export const SEGMENTS_IN_FLIGHT = 2;
+
 /** Options of {@link SegmentJournal}. */
 export interface SegmentJournalOptions {
   access: S3Access;
@@ -30,7 +40,11 @@ export interface SegmentJournalOptions {
   nextSeq: number;
   /** The local working copy every stored segment is appended to. */
   mirror: string;
-  /** How long the first record of a commit waits for others before a `sync` commit goes out. @default 100 */
+  /**
+   * How long the first record of a commit waits for others before a `sync` commit goes out. With
+   * two segments in flight a commit can leave every window even when a PUT takes longer, so a
+   * record waits about half the window plus one PUT. @default 50
+   */
   commitWindowMs?: number;
   /** How long records without `sync` may wait. @default 1000 */
   idleMs?: number;
@@ -41,6 +55,14 @@ interface Pending {
   sync: boolean;
   resolve: () => void;
   reject: (error: unknown) => void;
+}
+
+/** One commit: its records, the segment they went out as (none for a bare flush), and how it went. */
+interface Commit {
+  batch: Pending[];
+  text: string;
+  seq: number | null;
+  state: 'sending' | 'stored' | 'failed';
 }
 
 /** {@link Journal} as segment objects in a bucket. */
@@ -54,11 +76,16 @@ export class SegmentJournal implements Journal {
   #firstAt = 0;
   #timer: NodeJS.Timeout | undefined;
   #timerAt = 0;
-  #writing: Promise<void> | null = null;
+  /** Commits not counted yet, oldest first. */
+  readonly #inFlight: Commit[] = [];
+  /** Counting commits in order (the working copy is appended one segment at a time). */
+  #counting: Promise<void> = Promise.resolve();
+  /** Each commit in flight until it is counted (or failed). */
+  readonly #settling = new Set<Promise<void>>();
   #broken: unknown;
 
   constructor(options: SegmentJournalOptions) {
-    this.#options = { commitWindowMs: 100, idleMs: 1000, ...options };
+    this.#options = { commitWindowMs: 50, idleMs: 1000, ...options };
     this.#seq = options.nextSeq;
   }
 
@@ -82,7 +109,7 @@ export class SegmentJournal implements Journal {
 
   async close(): Promise<void> {
     if (this.#queue.length > 0 && !this.#broken) await this.flush().catch(() => {});
-    while (this.#writing) await this.#writing;
+    while (this.#settling.size > 0) await Promise.all(this.#settling);
     clearTimeout(this.#timer);
   }
 
@@ -97,7 +124,7 @@ export class SegmentJournal implements Journal {
 
   /** Commits within `waitMs` of the oldest queued record (sooner if a commit is already due sooner). */
   #schedule(waitMs: number): void {
-    if (this.#writing) return; // the running commit looks again when it ends
+    if (this.#inFlight.length >= SEGMENTS_IN_FLIGHT) return; // a commit that is counted looks again
     const due = this.#firstAt + waitMs;
     if (this.#timer && this.#timerAt <= due) return;
     clearTimeout(this.#timer);
@@ -109,27 +136,30 @@ export class SegmentJournal implements Journal {
     this.#timer = undefined;
     const batch = this.#queue.splice(0);
     if (batch.length === 0) return;
-    this.#writing = this.#write(batch).finally(() => {
-      this.#writing = null;
-      if (this.#queue.length > 0) {
-        this.#schedule(this.#queue.some((p) => p.sync) ? this.#options.commitWindowMs : this.#options.idleMs);
-      }
+    const text = batch.map((p) => p.line).join('');
+    const commit: Commit = { batch, text, seq: text.length > 0 ? this.#seq++ : null, state: 'sending' };
+    this.#inFlight.push(commit);
+    const settled = this.#send(commit).then(() => {
+      this.#counting = this.#counting.then(() => this.#count());
+      return this.#counting;
     });
+    this.#settling.add(settled);
+    void settled.finally(() => this.#settling.delete(settled));
   }
 
-  async #write(batch: Pending[]): Promise<void> {
-    const text = batch.map((p) => p.line).join('');
+  /** Stores the commit's segment; a failure fails it and every commit after it. */
+  async #send(commit: Commit): Promise<void> {
     try {
       if (this.#broken) throw this.#broken;
-      if (text.length > 0) {
-        const { access, bucket, prefix, mirror } = this.#options;
-        const key = segmentKey(prefix, this.#seq);
+      if (commit.seq !== null) {
+        const { access, bucket, prefix } = this.#options;
+        const key = segmentKey(prefix, commit.seq);
         try {
           await access.client.send(
             new PutObjectCommand({
               Bucket: bucket,
               Key: key,
-              Body: Buffer.from(text),
+              Body: Buffer.from(commit.text),
               ContentType: 'application/x-ndjson',
               IfNoneMatch: '*',
             }),
@@ -137,18 +167,44 @@ export class SegmentJournal implements Journal {
         } catch (error) {
           throw segmentError(error, formatS3Ref(bucket, key));
         }
-        this.#seq++;
-        this.stats.syncs++;
-        this.bytesWritten += Buffer.byteLength(text);
-        await appendFile(mirror, text);
       }
-      this.stats.records += batch.filter((p) => p.line !== '').length;
-      for (const p of batch) p.resolve();
+      if (commit.state === 'sending') commit.state = 'stored';
     } catch (error) {
-      this.#broken ??= error;
-      for (const p of batch) p.reject(this.#broken);
-      for (const p of this.#queue.splice(0)) p.reject(this.#broken);
+      this.#fail(commit, error);
     }
+  }
+
+  /** Counts the stored commits at the head, in order: the working copy, then their appends resolve. */
+  async #count(): Promise<void> {
+    for (let head = this.#inFlight[0]; head && head.state !== 'sending'; head = this.#inFlight[0]) {
+      this.#inFlight.shift();
+      if (head.state === 'failed') continue; // rejected when it failed
+      try {
+        if (head.seq !== null) {
+          await appendFile(this.#options.mirror, head.text);
+          this.stats.syncs++;
+          this.bytesWritten += Buffer.byteLength(head.text);
+        }
+        this.stats.records += head.batch.filter((p) => p.line !== '').length;
+        for (const p of head.batch) p.resolve();
+      } catch (error) {
+        this.#fail(head, error);
+      }
+    }
+    if (this.#queue.length > 0) {
+      this.#schedule(this.#queue.some((p) => p.sync) ? this.#options.commitWindowMs : this.#options.idleMs);
+    }
+  }
+
+  /** The journal breaks: this commit's records, every later one's and the queue's appends fail. */
+  #fail(commit: Commit, error: unknown): void {
+    this.#broken ??= error;
+    const failed = [commit, ...this.#inFlight.slice(this.#inFlight.indexOf(commit) + 1)];
+    for (const c of failed) {
+      c.state = 'failed';
+      for (const p of c.batch) p.reject(this.#broken);
+    }
+    for (const p of this.#queue.splice(0)) p.reject(this.#broken);
   }
 }
 

@@ -3,7 +3,7 @@
  * journal as segment objects (group commit, durability, loading, compaction into a snapshot) and
  * the lease (one holder, takeover, loss).
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
@@ -38,6 +38,13 @@ afterAll(async () => {
 });
 
 const run = (prefix: string) => ({ access, bucket: BUCKET, prefix });
+
+/** `bucket/key` of segment `seq` under `prefix`, as the front names requests. */
+const segmentAt = (prefix: string, seq: number) =>
+  `${BUCKET}/${prefix}.kitchen-batch/journal/${String(seq).padStart(10, '0')}.jsonl`;
+
+/** The status of the last request the front saw for `key` (`bucket/key`), if any. */
+const statusOf = (key: string) => s3.requests.findLast((r) => r.key === key)?.status;
 
 async function keys(prefix: string): Promise<string[]> {
   const page = await access.client.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix }));
@@ -162,9 +169,74 @@ describe('the journal as segment objects', () => {
     await expect(journal.append(itemRecords(0)[1]![0], { sync: true })).rejects.toBe(error);
   });
 
+  it('two segments in flight: N+1 goes while N is on its way, and counts only once N is stored; N+2 waits for N', async () => {
+    const prefix = 'flight/';
+    const mirror = path.join(dir, 'flight.jsonl');
+    const journal = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror, commitWindowMs: 0 });
+    s3.fail({ method: 'PUT', keyPrefix: segmentAt(prefix, 1), times: 1, hold: true });
+    const counted: string[] = [];
+    const append = (i: number) =>
+      journal.append(itemRecords(i)[0]![0], { sync: true }).then(() => counted.push(`k${i}`));
+    const first = append(0);
+    await vi.waitFor(() => expect(s3.held()).toEqual([segmentAt(prefix, 1)]));
+    const second = append(1);
+    await vi.waitFor(() => expect(statusOf(segmentAt(prefix, 2))).toBe(200));
+    const third = append(2);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(s3.requests.filter((r) => r.key === segmentAt(prefix, 3))).toEqual([]);
+    expect(counted).toEqual([]);
+    await expect(readFile(mirror, 'utf8')).rejects.toThrow(/ENOENT/);
+
+    // A crash now: segment 2 is stored without 1. Loading leaves it out and names it.
+    const crashed = path.join(dir, 'flight-crashed.jsonl');
+    const info = await loadRemoteJournal(run(prefix), crashed);
+    expect(info).toMatchObject({
+      nextSeq: 1,
+      segments: 0,
+      orphan: `${prefix}.kitchen-batch/journal/0000000002.jsonl`,
+    });
+    expect(await readFile(crashed, 'utf8')).toBe('');
+
+    s3.release();
+    await Promise.all([first, second, third]);
+    expect(counted).toEqual(['k0', 'k1', 'k2']);
+    await journal.close();
+    expect(
+      (await readFile(mirror, 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['k0', 'k1', 'k2']);
+    const whole = await loadRemoteJournal(run(prefix), path.join(dir, 'flight-whole.jsonl'));
+    expect(whole).toMatchObject({ nextSeq: 4, segments: 3, orphan: null });
+  });
+
+  it('a segment that fails fails those after it, even stored: none counts, and loading leaves the stored one out', async () => {
+    const prefix = 'flight-failed/';
+    const mirror = path.join(dir, 'flight-failed.jsonl');
+    const journal = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror, commitWindowMs: 0 });
+    s3.fail({ method: 'PUT', keyPrefix: segmentAt(prefix, 1), times: 1, hold: true });
+    const first = journal.append(itemRecords(0)[0]![0], { sync: true }).catch((e: unknown) => e);
+    await vi.waitFor(() => expect(s3.held()).toHaveLength(1));
+    const second = journal.append(itemRecords(1)[0]![0], { sync: true }).catch((e: unknown) => e);
+    await vi.waitFor(() => expect(statusOf(segmentAt(prefix, 2))).toBe(200));
+    // Segment 1 fails for good (500, and 500 again on the client's retry).
+    s3.fail({ method: 'PUT', keyPrefix: segmentAt(prefix, 1), times: 5, status: 500 });
+    s3.release({ status: 500 });
+    const [a, b] = (await Promise.all([first, second])) as StateError[];
+    s3.heal();
+    expect(a!.code).toBe('journal_write_failed');
+    expect(a!.message).toContain('0000000001.jsonl');
+    expect(b).toBe(a);
+    await journal.close();
+    await expect(readFile(mirror, 'utf8')).rejects.toThrow(/ENOENT/);
+    const info = await loadRemoteJournal(run(prefix), path.join(dir, 'flight-failed-loaded.jsonl'));
+    expect(info).toMatchObject({ nextSeq: 1, orphan: `${prefix}.kitchen-batch/journal/0000000002.jsonl` });
+  });
+
   it('a gap in the segments is damage: journal_corrupt naming the missing object', async () => {
     const prefix = 'gap/';
-    for (const seq of [1, 3]) {
+    for (const seq of [1, 3, 4]) {
       await access.client.send(
         new PutObjectCommand({
           Bucket: BUCKET,
