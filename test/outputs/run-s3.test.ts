@@ -12,6 +12,7 @@ import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, type S3Clien
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Sandbox } from '../../src/sandbox/index.js';
 import type { JournalRecord } from '../../src/state/records.js';
+import { journalPrefix, parseJournalName, segmentKey } from '../../src/state/remote/keys.js';
 import { createS3Client } from '../../src/storage/s3/client.js';
 import type { Report } from '../../src/types.js';
 import { type CliProcess, type CliResult, killAllClis, runCli, waitFor } from '../helpers/cli.js';
@@ -217,9 +218,9 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
     const wide = await makeFixture(40, { name: 'wide' });
     const sandbox = await sandboxFor(wide, { processingMs: 300, jitterMs: 100 });
     const prefix = `kill-${++prefixNo}`;
-    const journalAt = `${prefix}/.kitchen-batch/journal/`;
-    const segment = (n: number) => `${journalAt}${String(n).padStart(10, '0')}.jsonl`;
-    const numberOf = (key: string) => Number(path.posix.basename(key).slice(0, -'.jsonl'.length));
+    const journalAt = journalPrefix(`${prefix}/`);
+    const segment = (n: number) => segmentKey(`${prefix}/`, n);
+    const numberOf = (key: string) => parseJournalName(path.posix.basename(key))?.seq ?? Number.NaN;
     try {
       const m = await machine(prefix);
       const first = startRun(wide, sandbox, m.out, ['--cache', m.cache], { cwd: m.cwd, env: env() });
@@ -262,9 +263,9 @@ describe('run --out s3:// (real S3 server with conditional writes, the CLI)', ()
         `left out s3://${BUCKET}/${segment(held + 1)}: stored without the segment before it`,
       );
       const numbers = (await keys(journalAt))
-        .map((k) => path.posix.basename(k))
-        .filter((n) => /^\d+\.jsonl$/.test(n))
-        .map((n) => Number(n.slice(0, -6)));
+        .map((k) => parseJournalName(path.posix.basename(k)))
+        .filter((j) => j?.kind === 'segment')
+        .map((j) => j!.seq);
       expect(numbers).toEqual(numbers.map((_, i) => i + 1));
       expect(numbers.length).toBeGreaterThan(held);
       const report = JSON.parse(await text(`${prefix}/report.json`)) as Report;

@@ -81,10 +81,12 @@ export async function loadRemoteJournal(run: RemoteRun, localFile: string): Prom
   const snapshotSeq = snapshots.at(-1) ?? null;
   const after = segments.filter((seq) => snapshotSeq === null || seq > snapshotSeq);
   let expected = (snapshotSeq ?? 0) + 1;
-  let orphan: string | null = null;
-  if (after.length >= 1 && after.at(-1) === (after.at(-2) ?? expected - 1) + 2) {
-    orphan = segmentKey(run.prefix, after.pop()!);
-  }
+  // The last segment, one number past a gap right before it: left out (see above).
+  const last = after.at(-1);
+  const orphan =
+    last !== undefined && last === (after.at(-2) ?? expected - 1) + 2
+      ? segmentKey(run.prefix, after.pop()!)
+      : null;
   for (const seq of after) {
     if (seq !== expected) {
       throw new StateError(

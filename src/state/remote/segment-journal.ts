@@ -60,8 +60,7 @@ interface Pending {
 /** One commit: its records, the segment they went out as (none for a bare flush), and how it went. */
 interface Commit {
   batch: Pending[];
-  text: string;
-  seq: number | null;
+  segment: { seq: number; body: Buffer } | null;
   state: 'sending' | 'stored' | 'failed';
 }
 
@@ -136,8 +135,9 @@ export class SegmentJournal implements Journal {
     this.#timer = undefined;
     const batch = this.#queue.splice(0);
     if (batch.length === 0) return;
-    const text = batch.map((p) => p.line).join('');
-    const commit: Commit = { batch, text, seq: text.length > 0 ? this.#seq++ : null, state: 'sending' };
+    const body = Buffer.from(batch.map((p) => p.line).join(''));
+    const segment = body.length > 0 ? { seq: this.#seq++, body } : null;
+    const commit: Commit = { batch, segment, state: 'sending' };
     this.#inFlight.push(commit);
     const settled = this.#send(commit).then(() => {
       this.#counting = this.#counting.then(() => this.#count());
@@ -151,15 +151,15 @@ export class SegmentJournal implements Journal {
   async #send(commit: Commit): Promise<void> {
     try {
       if (this.#broken) throw this.#broken;
-      if (commit.seq !== null) {
+      if (commit.segment) {
         const { access, bucket, prefix } = this.#options;
-        const key = segmentKey(prefix, commit.seq);
+        const key = segmentKey(prefix, commit.segment.seq);
         try {
           await access.client.send(
             new PutObjectCommand({
               Bucket: bucket,
               Key: key,
-              Body: Buffer.from(commit.text),
+              Body: commit.segment.body,
               ContentType: 'application/x-ndjson',
               IfNoneMatch: '*',
             }),
@@ -180,10 +180,10 @@ export class SegmentJournal implements Journal {
       this.#inFlight.shift();
       if (head.state === 'failed') continue; // rejected when it failed
       try {
-        if (head.seq !== null) {
-          await appendFile(this.#options.mirror, head.text);
+        if (head.segment) {
+          await appendFile(this.#options.mirror, head.segment.body);
           this.stats.syncs++;
-          this.bytesWritten += Buffer.byteLength(head.text);
+          this.bytesWritten += head.segment.body.length;
         }
         this.stats.records += head.batch.filter((p) => p.line !== '').length;
         for (const p of head.batch) p.resolve();

@@ -12,6 +12,7 @@ import { StateError } from '../../../src/errors.js';
 import { writeCompactJournal } from '../../../src/state/compact.js';
 import { JournalWriter, loadJournal } from '../../../src/state/journal.js';
 import type { JournalRecord } from '../../../src/state/records.js';
+import { segmentKey } from '../../../src/state/remote/keys.js';
 import { acquireLease } from '../../../src/state/remote/lease.js';
 import { loadRemoteJournal, storeSnapshot } from '../../../src/state/remote/load.js';
 import { SegmentJournal } from '../../../src/state/remote/segment-journal.js';
@@ -40,8 +41,7 @@ afterAll(async () => {
 const run = (prefix: string) => ({ access, bucket: BUCKET, prefix });
 
 /** `bucket/key` of segment `seq` under `prefix`, as the front names requests. */
-const segmentAt = (prefix: string, seq: number) =>
-  `${BUCKET}/${prefix}.kitchen-batch/journal/${String(seq).padStart(10, '0')}.jsonl`;
+const segmentAt = (prefix: string, seq: number) => `${BUCKET}/${segmentKey(prefix, seq)}`;
 
 /** The status of the last request the front saw for `key` (`bucket/key`), if any. */
 const statusOf = (key: string) => s3.requests.findLast((r) => r.key === key)?.status;
