@@ -52,6 +52,14 @@ interface Waiter {
 
 /** Accepted requests before the first 429 after which requests no longer go one at a time. */
 const SERIAL_START = 32;
+/**
+ * Before the first 429, the most one turn of the pacing timer releases, in seconds of the rate. The
+ * timer fires late on a busy event loop (a few ms at 10^4 items): a bucket of one token then sent
+ * one request per turn of the loop, whatever the rate (measured: the rate at its 1,000/s ceiling,
+ * about 400 requests/s sent, and the job slots waiting for the rest). 10 ms of the rate is what the
+ * pacing owes by then, not a burst: one token below 100 requests/s, ten at the ceiling.
+ */
+const CATCH_UP_S = 0.01;
 /** How fast {@link RateGovernor.pressure} follows the queue: its time constant, ms. */
 const PRESSURE_TAU_MS = 5000;
 
@@ -81,8 +89,9 @@ const PRESSURE_TAU_MS = 5000;
  *   it × the spell's excess² after the quiet spell), so the shares
  *   close in on each other at each wave of 429s (test/api/governor-shared.test.ts).
  * - Until the first 429 the rate grows quickly while it is in use (slow start: it doubles each
- *   second of full use), requests go one at a time (for the first 32 accepted) and evenly spaced,
- *   so the first 429 comes alone.
+ *   second of full use), requests go one at a time (for the first 32 accepted) and evenly spaced
+ *   (a timer that fired late releases what it owes, up to 10 ms of the rate), so the first 429
+ *   comes alone.
  * - Every 429 pauses the whole client until its `Retry-After` (or the caller's fallback); one
  *   request probes when the pause ends and the rest follow at the new rate, so a burst of 429s is
  *   never answered with a burst. 429s of one burst are one event. A 429 too soon after the last to
@@ -298,8 +307,9 @@ export class RateGovernor implements RateLimiter {
   }
 
   #capacity(): number {
-    // Before the first 429 nothing is known of the key's bucket: no burst (see #mayStart).
-    if (this.#estimator.estimate === null) return 1;
+    // Before the first 429 nothing is known of the key's bucket: no burst (see #mayStart), only
+    // what a late timer owes (CATCH_UP_S).
+    if (this.#estimator.estimate === null) return Math.max(1, this.#rate * CATCH_UP_S);
     // Then about half a second of burst, at most 10: enough to keep a pipeline busy, small enough not to
     // overrun a service bucket we cannot see.
     return Math.max(1, Math.min(10, this.#rate / 2));

@@ -94,6 +94,38 @@ describe('RateGovernor (fake clock)', () => {
     expect(overlapping).toBe(3);
   });
 
+  it('keeps a fast rate when its timer fires late (a busy event loop): a turn releases what it owes, up to 10 ms of the rate', async () => {
+    // The governor's clock runs 4 ms per turn of the loop, while its 1 ms timer fires once a turn.
+    let clock = 0;
+    const run = async (rate: number) => {
+      const governor = new RateGovernor({ initialRate: rate, maxRate: rate, now: () => clock });
+      let granted = 0;
+      for (let i = 0; i < 3000; i++) {
+        governor
+          .acquire('submit')
+          .then(() => {
+            granted++;
+            governor.onSuccess();
+            governor.settled();
+          })
+          .catch(() => {});
+      }
+      await vi.advanceTimersByTimeAsync(0);
+      const before = granted;
+      for (let turn = 0; turn < 250; turn++) {
+        clock += 4;
+        await vi.advanceTimersByTimeAsync(4);
+      }
+      governor.close(new Error('done'));
+      return granted - before;
+    };
+    // One second of the governor's clock: its rate, not one request per turn (250).
+    expect(await run(1000)).toBeGreaterThanOrEqual(990);
+    expect(await run(400)).toBeGreaterThanOrEqual(396);
+    // A slow rate still goes one token at a time: 4 ms turns give 20 a second at 20/s.
+    expect(await run(20)).toBeLessThanOrEqual(21);
+  });
+
   it('after onRateLimited(1000) nothing is granted before 1000 ms, polls and submits alike', async () => {
     const { governor, grants, request, advance } = setup({ initialRate: 50 });
     governor.onRateLimited(1000, 60_000);
