@@ -1,11 +1,15 @@
 /**
  * Outputs in object storage (issue 33): the same catalogue run by the built CLI with a local `--out`
- * and with `--out s3://` on a loopback S3 server (fauxqs, in memory, behind the conditional front of
- * test/support/s3-conditional.ts, in this process; `BENCH_S3OUT_SERVER=s3rver` for s3rver on disk,
- * which costs about four times the CPU per PUT, taken from the CLI on 2 cores), compared in this one run: throughput (target ≥ 0.8× the local run), peak RSS (≤ local +
- * 50 MB), and the S3 requests per item by kind (journal segments, results, thumbnails, reports, the
- * rest), the state's PUTs per item (target ≤ 0.2). Then the finished S3 run again from an empty
- * cache: 0 job requests, 0 result uploads or downloads, its wall time.
+ * and with `--out s3://` on a loopback S3 server, compared in this one run: throughput (target ≥
+ * 0.8× the local run), peak RSS (≤ local + 50 MB), and the S3 requests per item by kind (journal
+ * segments, results, thumbnails, reports, the rest), the state's PUTs per item (target ≤ 0.2).
+ * Then the finished S3 run again from an empty cache: 0 job requests, 0 result uploads or
+ * downloads, its wall time.
+ *
+ * The server runs in this process, on the two cores it measures: fauxqs, in memory, with the
+ * conditional front of test/support/s3-conditional.ts as hooks of its own server (one HTTP hop).
+ * `BENCH_S3OUT_SERVER=s3rver` takes s3rver on disk behind the front, which forwards over HTTP:
+ * about four times the CPU per PUT, taken from the CLI.
  *
  * Size: `BENCH_S3OUT_IMAGES` (default 1,700 images × 6 styles = 10,200 items).
  * Server: `BENCH_S3OUT_SERVER` (`fauxqs`, the default, or `s3rver`).
@@ -50,7 +54,7 @@ export async function benchS3Out(): Promise<unknown> {
     const env = { ...S3_ENV, AWS_ENDPOINT_URL_S3: s3.endpoint };
     console.log(
       `${items.toLocaleString('en-US')} items (${images} images × ${STYLES.length} styles), concurrency ${CONCURRENCY}, ` +
-        `--no-review; emulator: instant jobs; S3: ${backend} behind the conditional front on 127.0.0.1`,
+        `--no-review; emulator: instant jobs; S3: ${backend} ${backend === 'fauxqs' ? 'with' : 'behind'} the conditional front on 127.0.0.1`,
     );
     const warmUp = await measureCli(dir, manifest, path.join(dir, 'out-warm-up'), emulator, ['--no-review']);
     console.log(`  warm-up (renders the results once): ${fmt(warmUp.wallS)} s, exit ${warmUp.exitCode}`);

@@ -4,29 +4,36 @@
  * Why it exists: no S3 server that installs here implements `If-None-Match` / `If-Match` on
  * PutObject (measured: /work/shared/S3-TESTING.md; s3rver and fauxqs accept the write and
  * overwrite). Write-once results, journal segments and the lease rely on those rules, so this front
- * adds exactly them, as AWS documents them, in front of a real s3rver (or fauxqs), and forwards every other
- * byte unchanged (the SDK's signatures stay valid: method, path, headers and body are the client's).
+ * adds exactly them, as AWS documents them, to a real server, and leaves every other byte as the
+ * client sent it (the SDK's signatures stay valid: method, path, headers and body are the client's).
+ * Two forms, one set of rules ({@link FrontRules}):
+ * - before s3rver (the tests'): a server of its own that forwards each request over HTTP;
+ * - inside fauxqs (the benchmark's): hooks of fauxqs's own Fastify server (`buildApp`), one HTTP
+ *   hop per request, since the benchmark of issue 33 runs this server on the two cores it measures.
  *
  * What it covers, and nothing more:
  * - PutObject with `If-None-Match: *`: 412 `PreconditionFailed` when the key exists;
  * - PutObject with `If-Match: <etag>`: 404 `NoSuchKey` when the key is missing, 412 when its ETag differs;
- * - both checked and the write forwarded under one lock per key, so two conditional writers of one
+ * - both checked and the write done under one lock per key, so two conditional writers of one
  *   key are ordered as on S3 (one wins, the other gets 412);
  * - injected faults ({@link ConditionalS3.fail}): an S3 error status (503 SlowDown, 500, 409
- *   ConditionalRequestConflict) or a reset connection, for the next N matching requests;
+ *   ConditionalRequestConflict), a reset connection, or a request held until released, for the
+ *   next N matching requests;
  * - a record of every request (method, key, status, headers), for assertions and secret greps.
  *
- * - ListObjectsV2 answered through s3rver's ListObjects (v1, `marker`): s3rver 3.7.1 makes its
- *   continuation tokens with DES, which OpenSSL 3 (Node >= 17) no longer has, so every truncated
- *   v2 listing (over 1,000 keys) answers 500. The front's token is the last key listed, base64url.
+ * - Before s3rver, ListObjectsV2 answered through s3rver's ListObjects (v1, `marker`): s3rver 3.7.1
+ *   makes its continuation tokens with DES, which OpenSSL 3 (Node >= 17) no longer has, so every
+ *   truncated v2 listing (over 1,000 keys) answers 500. The front's token is the last key listed,
+ *   base64url. fauxqs pages v2 listings itself.
  *
- * The ETags of keys written through it are remembered, so a conditional write costs s3rver no HEAD
- * (the benchmark of issue 33 runs this server on the machine it measures).
+ * The ETags of keys written through it are remembered, so a conditional write costs the server no
+ * HEAD.
  */
 import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { startFauxqsServer, startS3rverServer } from './s3-servers.js';
+import type { AddressInfo, Socket } from 'node:net';
+import { buildApp } from 'fauxqs';
+import { startS3rverServer } from './s3-servers.js';
 
 /** One request as the front saw it. */
 export interface SeenRequest {
@@ -88,39 +95,257 @@ export interface ConditionalS3Options {
   backend?: 's3rver' | 'fauxqs';
 }
 
+/**
+ * What the front decides the same way before either server: the request record, the injected
+ * faults, the per-key lock of conditional writes and the ETags it knows.
+ */
+class FrontRules {
+  readonly requests: SeenRequest[] = [];
+  readonly rules: FaultRule[] = [];
+  /** Requests held by a `hold` fault, and how each goes on when released. */
+  readonly holding: { key: string; go: (status?: number) => void }[] = [];
+  /** The tail of each key's queue of conditional writes. */
+  readonly #locks = new Map<string, Promise<void>>();
+  /**
+   * The ETag of each key this front has seen written (null: seen deleted), so that a conditional
+   * write needs no HEAD of its own. Only what is certain is kept: anything else (a multipart
+   * upload, a batch delete) forgets the keys it may touch, and they are asked of the server again.
+   */
+  readonly #known = new Map<string, string | null>();
+
+  /** Records the request; its `status` is filled in when it is answered. */
+  see(method: string, key: string, headers: http.IncomingHttpHeaders): SeenRequest {
+    const seen: SeenRequest = { method, key, status: 0, headers: flat(headers) };
+    this.requests.push(seen);
+    return seen;
+  }
+
+  /** The fault rule the request falls under (counted), if any. */
+  fault(method: string, key: string): FaultRule | undefined {
+    const rule = this.rules.find(
+      (r) => r.times > 0 && (!r.method || r.method === method) && key.startsWith(r.keyPrefix ?? ''),
+    );
+    if (rule) rule.times--;
+    return rule;
+  }
+
+  /**
+   * Holds a request until {@link ConditionalS3.release}: the status to answer, or undefined to go on;
+   * `gone` when its client closed the connection meanwhile (then it is never forwarded).
+   */
+  hold(key: string, socket: Socket): Promise<{ status?: number; gone: boolean }> {
+    return new Promise((resolve) => {
+      const held = {
+        key,
+        go: (status?: number) => resolve({ ...(status === undefined ? {} : { status }), gone: false }),
+      };
+      this.holding.push(held);
+      // A client gone meanwhile (killed) takes its request with it: it is never forwarded.
+      socket.once('close', () => {
+        const at = this.holding.indexOf(held);
+        if (at >= 0) this.holding.splice(at, 1);
+        resolve({ gone: true });
+      });
+    });
+  }
+
+  /** Waits for the key's conditional writes before this one; the function returned lets the next go. */
+  async lock(key: string): Promise<() => void> {
+    const before = this.#locks.get(key) ?? Promise.resolve();
+    let unlock!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      unlock = resolve;
+    });
+    const tail = before.then(() => mine);
+    this.#locks.set(key, tail);
+    await before;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      unlock();
+      if (this.#locks.get(key) === tail) this.#locks.delete(key);
+    };
+  }
+
+  /** The status a conditional PUT fails with against the stored `etag` (null: none stored), or null when it may go. */
+  refuse(ifNoneMatch: string | undefined, ifMatch: string | undefined, etag: string | null): number | null {
+    if (ifNoneMatch === '*' && etag !== null) return 412;
+    if (ifMatch && etag === null) return 404;
+    if (ifMatch && unquote(ifMatch) !== etag) return 412;
+    return null;
+  }
+
+  /** The ETag known for the key: a string, null (deleted), or undefined (ask the server). */
+  known(key: string): string | null | undefined {
+    return this.#known.get(key);
+  }
+
+  /** Learns from an answered request what the key now holds. */
+  learn(
+    method: string,
+    query: URLSearchParams,
+    key: string,
+    answer: { status: number; etag: string | undefined; copy: boolean },
+  ): void {
+    const ok = answer.status < 300;
+    // The SDK adds `x-id=PutObject`; a multipart part, its completion or a batch delete is not one write.
+    const single = !['uploadId', 'uploads', 'partNumber', 'delete'].some((name) => query.has(name));
+    if (method === 'PUT' && ok && single && answer.etag && !answer.copy) {
+      this.#known.set(key, unquote(answer.etag));
+    } else if (method === 'DELETE' && ok && single) this.#known.set(key, null);
+    else if (method !== 'GET' && method !== 'HEAD') {
+      for (const seen of this.#known.keys()) if (seen.startsWith(key)) this.#known.delete(seen);
+    }
+  }
+
+  /** The front's API over these rules; `close` stops the server. */
+  api(endpoint: string, close: () => Promise<void>): ConditionalS3 {
+    return {
+      endpoint,
+      requests: this.requests,
+      fail: (rule) => {
+        this.rules.push({ ...rule });
+      },
+      heal: () => {
+        this.rules.length = 0;
+      },
+      held: () => this.holding.map((h) => h.key),
+      release: ({ status } = {}) => {
+        for (const h of this.holding.splice(0)) h.go(status);
+      },
+      close,
+    };
+  }
+}
+
 /** Starts the backend with `buckets` and the conditional front on 127.0.0.1 before it. */
 export async function startConditionalS3(
   buckets: string[],
   options: ConditionalS3Options = {},
 ): Promise<ConditionalS3> {
-  const s3rver = (options.backend ?? 's3rver') === 's3rver';
-  const backend = await (s3rver ? startS3rverServer(buckets) : startFauxqsServer(buckets));
-  const target = new URL(backend.endpoint);
-  const requests: SeenRequest[] = [];
-  const rules: FaultRule[] = [];
-  /** Requests held by a `hold` fault, and how each goes on when released. */
-  const holding: { key: string; go: (status?: number) => void }[] = [];
-  /** The tail of each key's queue of conditional writes. */
-  const locks = new Map<string, Promise<void>>();
+  return (options.backend ?? 's3rver') === 's3rver' ? startBeforeS3rver(buckets) : startInFauxqs(buckets);
+}
 
-  /**
-   * The ETag of each key this front has seen written (null: seen deleted), so that a conditional
-   * write needs no HEAD of its own. Only what is certain is kept: anything else (a multipart
-   * upload, a batch delete) forgets the keys it may touch, and they are asked of s3rver again.
-   */
-  const known = new Map<string, string | null>();
-  const learn = (req: http.IncomingMessage, key: string, answer: http.IncomingMessage): void => {
-    const ok = (answer.statusCode ?? 500) < 300;
-    const query = new URL(req.url ?? '/', 'http://front').searchParams;
-    // The SDK adds `x-id=PutObject`; a multipart part, its completion or a batch delete is not one write.
-    const single = !['uploadId', 'uploads', 'partNumber', 'delete'].some((name) => query.has(name));
-    if (req.method === 'PUT' && ok && single && answer.headers.etag && !req.headers['x-amz-copy-source']) {
-      known.set(key, unquote(String(answer.headers.etag)));
-    } else if (req.method === 'DELETE' && ok && single) known.set(key, null);
-    else if (req.method !== 'GET' && req.method !== 'HEAD') {
-      for (const seen of known.keys()) if (seen.startsWith(key)) known.delete(seen);
-    }
+/** A header of an internal request of the front (a HEAD for an ETag), which its own rules let by. */
+const INTERNAL = 'x-conditional-front';
+
+/**
+ * fauxqs with the front's rules as hooks of its own Fastify server: one HTTP hop per request (the
+ * benchmark runs this server on the two cores it measures; a front forwarding over HTTP cost about
+ * twice fauxqs's own CPU).
+ */
+async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
+  const front = new FrontRules();
+  const app = buildApp({ logger: false });
+  /** What the hooks read of Fastify's request (fauxqs's Fastify is not this project's dependency). */
+  type Request = {
+    url: string;
+    method: string;
+    headers: http.IncomingHttpHeaders;
+    raw: http.IncomingMessage;
   };
+  const seenOf = new WeakMap<Request, SeenRequest>();
+  const unlockOf = new WeakMap<Request, () => void>();
+  const internal = (request: Request) => request.headers[INTERNAL] !== undefined;
+  const where = (request: Request) => {
+    const url = new URL(request.url, 'http://front');
+    return { url, key: decodeURIComponent(url.pathname.slice(1)) };
+  };
+  const answer = (
+    reply: { code(n: number): unknown; header(k: string, v: string): unknown; send(b: string): unknown },
+    status: number,
+    key: string,
+  ) => {
+    const { body } = errorDocument(status, key);
+    reply.code(status);
+    reply.header('content-type', 'application/xml');
+    reply.send(body);
+  };
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (internal(request)) return;
+    const { key } = where(request);
+    const seen = front.see(request.method, key, request.headers);
+    seenOf.set(request, seen);
+    const rule = front.fault(request.method, key);
+    if (!rule) return;
+    if (rule.hold) {
+      const { status, gone } = await front.hold(key, request.raw.socket);
+      if (gone) {
+        reply.hijack();
+        return reply;
+      }
+      if (status === undefined) return;
+      answer(reply, status, key);
+      return reply;
+    }
+    if (rule.reset) {
+      request.raw.socket.destroy();
+      reply.hijack();
+      return reply;
+    }
+    answer(reply, rule.status ?? 503, key);
+    return reply;
+  });
+  app.addHook('preHandler', async (request, reply) => {
+    if (internal(request)) return;
+    const { url, key } = where(request);
+    const ifNoneMatch = header(request.raw, 'if-none-match');
+    const ifMatch = header(request.raw, 'if-match');
+    if (request.method !== 'PUT' || !(ifNoneMatch || ifMatch) || url.searchParams.has('uploadId')) return;
+    const unlock = await front.lock(key);
+    unlockOf.set(request, unlock);
+    let etag = front.known(key);
+    if (etag === undefined) {
+      const head = await app.inject({ method: 'HEAD', url: url.pathname, headers: { [INTERNAL]: '1' } });
+      etag = head.statusCode === 200 ? unquote(String(head.headers.etag ?? '')) : null;
+    }
+    const refused = front.refuse(ifNoneMatch, ifMatch, etag);
+    if (refused === null) return;
+    answer(reply, refused, key);
+    return reply;
+  });
+  app.addHook('onSend', async (request, reply) => {
+    if (internal(request)) return;
+    const { url, key } = where(request);
+    const etag = reply.getHeader('etag');
+    front.learn(request.method, url.searchParams, key, {
+      status: reply.statusCode,
+      etag: etag === undefined ? undefined : String(etag),
+      copy: request.headers['x-amz-copy-source'] !== undefined,
+    });
+  });
+  const settle = async (request: Request, status: number) => {
+    unlockOf.get(request)?.();
+    const seen = seenOf.get(request);
+    if (seen) seen.status = status;
+  };
+  app.addHook('onResponse', async (request, reply) => settle(request, reply.statusCode));
+  app.addHook('onRequestAbort', async (request) => settle(request, 0));
+
+  for (const bucket of buckets) {
+    const made = await app.inject({ method: 'PUT', url: `/${bucket}`, headers: { [INTERNAL]: '1' } });
+    if (made.statusCode !== 200)
+      throw new Error(`fauxqs: creating bucket ${bucket} answered ${made.statusCode}`);
+  }
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return front.api(`http://127.0.0.1:${port}`, async () => {
+    for (const h of front.holding.splice(0)) h.go(503);
+    await app.close();
+  });
+}
+
+/**
+ * s3rver behind a front on a port of its own, forwarding every request over HTTP (s3rver is an
+ * app of its own, with no hooks to add rules to). ListObjectsV2 is answered through s3rver's
+ * ListObjects (v1), see the header.
+ */
+async function startBeforeS3rver(buckets: string[]): Promise<ConditionalS3> {
+  const backend = await startS3rverServer(buckets);
+  const target = new URL(backend.endpoint);
+  const front = new FrontRules();
 
   const forward = (
     req: http.IncomingMessage,
@@ -132,7 +357,11 @@ export async function startConditionalS3(
       const out = http.request(
         { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
         (answer) => {
-          learn(req, key, answer);
+          front.learn(req.method ?? '', new URL(req.url ?? '/', 'http://front').searchParams, key, {
+            status: answer.statusCode ?? 500,
+            etag: answer.headers.etag,
+            copy: req.headers['x-amz-copy-source'] !== undefined,
+          });
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);
           answer.on('end', () => resolve(answer.statusCode ?? 502));
@@ -145,7 +374,7 @@ export async function startConditionalS3(
 
   /** The stored object's ETag (quotes stripped), or null when there is none. s3rver serves anonymous HEADs. */
   const etagOf = (path: string, key: string): Promise<string | null> => {
-    const seen = known.get(key);
+    const seen = front.known(key);
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
       const head = http.request(
@@ -215,28 +444,15 @@ export async function startConditionalS3(
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://front');
     const key = decodeURIComponent(url.pathname.slice(1));
-    const seen: SeenRequest = { method: req.method ?? '', key, status: 0, headers: flat(req.headers) };
-    requests.push(seen);
+    const seen = front.see(req.method ?? '', key, req.headers);
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
-    const rule = rules.find(
-      (r) => r.times > 0 && (!r.method || r.method === req.method) && key.startsWith(r.keyPrefix ?? ''),
-    );
+    const rule = front.fault(req.method ?? '', key);
     if (rule) {
-      rule.times--;
       if (rule.hold) {
-        const status = await new Promise<number | undefined>((resolve) => {
-          const held = { key, go: resolve };
-          holding.push(held);
-          // A client gone meanwhile (killed) takes its request with it: it is never forwarded.
-          req.socket.once('close', () => {
-            const at = holding.indexOf(held);
-            if (at >= 0) holding.splice(at, 1);
-            resolve(undefined);
-          });
-        });
-        if (req.socket.destroyed) return;
+        const { status, gone } = await front.hold(key, req.socket);
+        if (gone || req.socket.destroyed) return;
         if (status !== undefined) {
           seen.status = answerError(res, status, key);
           return;
@@ -249,12 +465,7 @@ export async function startConditionalS3(
         return;
       }
     }
-    if (
-      s3rver &&
-      req.method === 'GET' &&
-      url.searchParams.get('list-type') === '2' &&
-      /^[^/]+\/?$/.test(key)
-    ) {
+    if (req.method === 'GET' && url.searchParams.get('list-type') === '2' && /^[^/]+\/?$/.test(key)) {
       try {
         seen.status = await listV2(key.replace(/\/$/, ''), url.searchParams, res);
       } catch (error) {
@@ -270,23 +481,12 @@ export async function startConditionalS3(
         seen.status = await forward(req, body, res, key);
         return;
       }
-      const before = locks.get(key) ?? Promise.resolve();
-      let unlock!: () => void;
-      const mine = new Promise<void>((resolve) => {
-        unlock = resolve;
-      });
-      const tail = before.then(() => mine);
-      locks.set(key, tail);
-      await before;
+      const unlock = await front.lock(key);
       try {
-        const etag = await etagOf(req.url ?? '/', key);
-        if (ifNoneMatch === '*' && etag !== null) seen.status = answerError(res, 412, key);
-        else if (ifMatch && etag === null) seen.status = answerError(res, 404, key);
-        else if (ifMatch && unquote(ifMatch) !== etag) seen.status = answerError(res, 412, key);
-        else seen.status = await forward(req, body, res, key);
+        const refused = front.refuse(ifNoneMatch, ifMatch, await etagOf(req.url ?? '/', key));
+        seen.status = refused === null ? await forward(req, body, res, key) : answerError(res, refused, key);
       } finally {
         unlock();
-        if (locks.get(key) === tail) locks.delete(key);
       }
     } catch (error) {
       if (!res.headersSent) seen.status = answerError(res, 500, key, String(error));
@@ -296,25 +496,11 @@ export async function startConditionalS3(
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    requests,
-    fail: (rule) => {
-      rules.push({ ...rule });
-    },
-    heal: () => {
-      rules.length = 0;
-    },
-    held: () => holding.map((h) => h.key),
-    release: ({ status } = {}) => {
-      for (const h of holding.splice(0)) h.go(status);
-    },
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await backend.close();
-    },
-  };
+  return front.api(`http://127.0.0.1:${port}`, async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await backend.close();
+  });
 }
 
 function header(req: http.IncomingMessage, name: string): string | undefined {
@@ -334,16 +520,22 @@ function flat(headers: http.IncomingHttpHeaders): Record<string, string> {
   return out;
 }
 
-/** Answers an S3 error document with `status`; returns the status. */
-function answerError(res: http.ServerResponse, status: number, key: string, message?: string): number {
+/** The S3 error document answered with `status`. */
+function errorDocument(status: number, key: string, message?: string): { body: string } {
   const code = ERROR_CODES[status] ?? 'InternalError';
   const text =
     message ?? (status === 412 ? 'At least one of the pre-conditions you specified did not hold' : code);
-  res.writeHead(status, { 'content-type': 'application/xml' });
-  res.end(
-    `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(text)}</Message>` +
+  return {
+    body:
+      `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(text)}</Message>` +
       `<Key>${escapeXml(key)}</Key><RequestId>front</RequestId></Error>`,
-  );
+  };
+}
+
+/** Answers an S3 error document with `status`; returns the status. */
+function answerError(res: http.ServerResponse, status: number, key: string, message?: string): number {
+  res.writeHead(status, { 'content-type': 'application/xml' });
+  res.end(errorDocument(status, key, message).body);
   return status;
 }
 

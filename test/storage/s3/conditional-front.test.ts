@@ -4,7 +4,13 @@
  * its rules are checked here against each real server it can stand before (s3rver for the tests,
  * fauxqs for the benchmark).
  */
-import { GetObjectCommand, PutObjectCommand, paginateListObjectsV2, type S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  PutObjectCommand,
+  paginateListObjectsV2,
+  type S3Client,
+} from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createS3Client } from '../../../src/storage/s3/client.js';
 import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditional.js';
@@ -78,6 +84,30 @@ describe.each(['s3rver', 'fauxqs'] as const)('the conditional S3 front before %s
     expect(await text('plain')).toBe('y');
     await put('flaky', 'x');
     expect(s3.requests.filter((r) => r.key === 'out/flaky').map((r) => r.status)).toEqual([503, 200]);
+  });
+
+  it('holds a request unanswered until released: then stored, or answered with an S3 error', async () => {
+    s3.fail({ method: 'PUT', keyPrefix: 'out/held', times: 2, hold: true });
+    const first = put('held', 'one', { IfNoneMatch: '*' });
+    await vi.waitFor(() => expect(s3.held()).toEqual(['out/held']));
+    expect(status(await text('held').catch((e: unknown) => e))).toBe(404);
+    s3.release();
+    await first;
+    expect(await text('held')).toBe('one');
+    const second = put('held', 'two').catch((e: unknown) => e);
+    await vi.waitFor(() => expect(s3.held()).toEqual(['out/held']));
+    s3.release({ status: 500 });
+    expect(status(await second)).toBe(500);
+    expect(await text('held')).toBe('one');
+  });
+
+  it('asks the server for an ETag it no longer knows (after a batch delete) before a conditional write', async () => {
+    await put('known', 'v1', { IfNoneMatch: '*' });
+    // A DeleteObjects of another key: the front forgets what it knew of the bucket's keys.
+    await client.send(new DeleteObjectsCommand({ Bucket: 'out', Delete: { Objects: [{ Key: 'other' }] } }));
+    const again = await put('known', 'v2', { IfNoneMatch: '*' }).catch((e: unknown) => e);
+    expect(status(again)).toBe(412);
+    expect(await text('known')).toBe('v1');
   });
 
   it('lists over 1,000 keys in pages (ListObjectsV2 continuation), with and without a delimiter', async () => {
