@@ -58,16 +58,21 @@ export async function pollJob(ctx: StageContext, state: ItemState, options: Poll
       const job = await askJob(ctx, id, jobId, beforeAttempt);
       if (job.status === 'succeeded' || job.status === 'failed') {
         ctx.polls.ended(id, job);
-        await ctx.store.record({
-          t: 'ended',
-          id,
-          fp,
-          job_id: jobId,
-          status: job.status,
-          image_url: job.imageUrl,
-          processing_time_ms: job.processingTimeMs,
-          error: job.error,
-        });
+        await ctx.store.record(
+          {
+            t: 'ended',
+            id,
+            fp,
+            job_id: jobId,
+            status: job.status,
+            image_url: job.imageUrl,
+            processing_time_ms: job.processingTimeMs,
+            error: job.error,
+          },
+          // Not waited for: the download sends nothing that costs, and a crash before this commits
+          // costs one poll of the rerun. The `downloaded` record commits after it.
+          { wait: false },
+        );
         if (job.status === 'failed') {
           ctx.logger.info({ event: 'failed', item: id, job_id: jobId, code: job.error?.code }, 'job failed');
         }

@@ -10,12 +10,14 @@ import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-s
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StateError } from '../../../src/errors.js';
 import { writeCompactJournal } from '../../../src/state/compact.js';
+import { ItemStore } from '../../../src/state/items.js';
 import { JournalWriter, loadJournal } from '../../../src/state/journal.js';
 import type { JournalRecord } from '../../../src/state/records.js';
 import { segmentKey } from '../../../src/state/remote/keys.js';
 import { acquireLease } from '../../../src/state/remote/lease.js';
 import { loadRemoteJournal, storeSnapshot } from '../../../src/state/remote/load.js';
 import { SegmentJournal } from '../../../src/state/remote/segment-journal.js';
+import { ItemTable } from '../../../src/state/table.js';
 import { createS3Client, type S3Access } from '../../../src/storage/s3/client.js';
 import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditional.js';
 
@@ -39,6 +41,8 @@ afterAll(async () => {
 });
 
 const run = (prefix: string) => ({ access, bucket: BUCKET, prefix });
+
+type ItemRecordOf<T extends JournalRecord['t']> = Extract<JournalRecord, { t: T }>;
 
 /** `bucket/key` of segment `seq` under `prefix`, as the front names requests. */
 const segmentAt = (prefix: string, seq: number) => `${BUCKET}/${segmentKey(prefix, seq)}`;
@@ -234,6 +238,44 @@ describe('the journal as segment objects', () => {
     expect(info).toMatchObject({ nextSeq: 1, orphan: `${prefix}.kitchen-batch/journal/0000000002.jsonl` });
   });
 
+  it('the item store waits for its segment only where the contract needs it: the submitting mark, not the item or ended records', async () => {
+    const prefix = 'waits/';
+    const mirror = path.join(dir, 'waits.jsonl');
+    const journal = new SegmentJournal({ ...run(prefix), nextSeq: 1, mirror, commitWindowMs: 0 });
+    const failures: unknown[] = [];
+    const store = new ItemStore(journal, new ItemTable(), { onFailure: (e) => failures.push(e) });
+    const [submitting, , ended] = itemRecords(0).map(([record]) => record);
+    s3.fail({ method: 'PUT', keyPrefix: segmentAt(prefix, 1), times: 1, hold: true });
+    // Planned while no segment can be stored: the item record is applied at once, not waited for.
+    const state = await store.plan({
+      id: 'k0',
+      fp: 'fp0',
+      image: 'k0.jpg',
+      module: 'm',
+      style: 's',
+      src: null,
+    });
+    expect(s3.requests.filter((r) => r.key.startsWith(`${BUCKET}/${prefix}`))).toEqual([]);
+    expect(state).toMatchObject({ id: 'k0', phase: 'new' });
+    let marked = false;
+    const mark = store.record(submitting as ItemRecordOf<'submitting'>, { sync: true }).then(() => {
+      marked = true;
+    });
+    await vi.waitFor(() => expect(s3.held()).toEqual([segmentAt(prefix, 1)]));
+    // The poll stage's `ended` (wait: false): applied at once, while the mark before it still waits.
+    await store.record(ended as ItemRecordOf<'ended'>, { wait: false });
+    expect(state).toMatchObject({ phase: 'succeeded', imageUrl: 'http://results.invalid/k0.jpg' });
+    expect(marked).toBe(false);
+    s3.release();
+    await mark;
+    await journal.close();
+    expect(failures).toEqual([]);
+    const lines = (await readFile(mirror, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).t);
+    expect(lines).toEqual(['item', 'submitting', 'ended']);
+  });
   it('a gap in the segments is damage: journal_corrupt naming the missing object', async () => {
     const prefix = 'gap/';
     for (const seq of [1, 3, 4]) {
