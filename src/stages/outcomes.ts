@@ -169,7 +169,8 @@ function itemError(error: KitchenError): ItemError {
 
 /**
  * A result the output store would not take: another object already holds its key with other bytes
- * (never overwritten: `output_conflict`), or the store stayed unreachable after its retries
+ * (never overwritten: `output_conflict`), its bytes no longer match the sha256 they were verified
+ * with (`download_failed`: a rerun downloads it again), or the store stayed unreachable after its retries
  * (`output_unavailable`, and no new submissions: nothing they paid for could be stored).
  */
 function outputOutcome(error: unknown): Outcome | null {
@@ -181,6 +182,10 @@ function outputOutcome(error: unknown): Outcome | null {
         message: `${error.message}; the stored object was not overwritten. Move it aside (or use another --out) and rerun`,
       },
     };
+  }
+  // The result's bytes changed after they were verified (the store checked them): this item only.
+  if (error instanceof StorageError && error.code === 'body_mismatch') {
+    return { kind: 'incomplete', error: downloadFailed(error) };
   }
   // Only the output store's own verdict: a network error of the result download is not the store's.
   if (error instanceof StorageError && error.code === 'store_unavailable') {

@@ -234,14 +234,16 @@ export type StorageErrorCode =
   | 'object_not_found'
   | 'bad_key'
   | 'store_refused'
-  | 'store_unavailable';
+  | 'store_unavailable'
+  | 'body_mismatch';
 
 /**
  * A storage operation that cannot be done as asked: `object_exists` (a put with `ifAbsent` found
  * the key taken), `object_not_found` (a get of a missing key), `bad_key` (a key that is not a relative,
  * normalised, slash-separated path), `store_refused` (a remote store said no: missing bucket, access
  * denied, unknown key id), `store_unavailable` (a remote store could not be reached after the client's
- * retries: network, timeout, 5xx, SlowDown). Faults of the medium itself (disk full, permission) keep the
+ * retries: network, timeout, 5xx, SlowDown), `body_mismatch` (a remote store found the bytes differ
+ * from the sha256 the put declared: they changed after they were verified). Faults of the medium itself (disk full, permission) keep the
  * medium's own error (Node's errno errors), so that callers' disk-fault handling is unchanged.
  */
 export class StorageError extends KitchenError {

@@ -9,6 +9,7 @@ import {
   type Stage,
   stylesFailure,
 } from '../../src/stages/outcomes.js';
+import { StorageError, type StorageErrorCode } from '../../src/storage/types.js';
 
 const POST = { method: 'POST', path: '/v1/modules/change-style' };
 const GET = { method: 'GET', path: '/v1/jobs/job_1' };
@@ -93,6 +94,30 @@ describe('the outcome table: error → item outcome or run stop', () => {
     expect(full.kind === 'fatal' && full.error.message).toMatch(
       /cannot write results to \/out\/results \(ENOSPC\)/,
     );
+  });
+
+  it("download: the output store's verdicts: other bytes → output_conflict; changed bytes → download_failed; unreachable → output_unavailable and no new submissions; a refusal stops the run", () => {
+    const stored = (code: StorageErrorCode) =>
+      failureOutcome(
+        'download',
+        new StorageError(code, 'results/a.jpg', `${code}: s3://b/p/results/a.jpg`),
+        ctx(),
+      );
+    expect(stored('object_exists')).toMatchObject({ kind: 'incomplete', error: { code: 'output_conflict' } });
+    expect(stored('body_mismatch')).toMatchObject({
+      kind: 'incomplete',
+      error: {
+        code: 'download_failed',
+        message: expect.stringContaining('body_mismatch: s3://b/p/results/a.jpg'),
+      },
+    });
+    expect(stored('body_mismatch')).not.toHaveProperty('halt');
+    expect(stored('store_unavailable')).toMatchObject({
+      kind: 'incomplete',
+      error: { code: 'output_unavailable' },
+      halt: true,
+    });
+    expect(stored('store_refused')).toMatchObject({ kind: 'fatal' });
   });
 
   it('a refused key (401/403) stops the run on submit and poll', () => {

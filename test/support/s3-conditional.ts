@@ -16,6 +16,8 @@
  * - PutObject with `If-Match: <etag>`: 404 `NoSuchKey` when the key is missing, 412 when its ETag differs;
  * - both checked and the write done under one lock per key, so two conditional writers of one
  *   key are ordered as on S3 (one wins, the other gets 412);
+ * - a body that does not match its signed payload hash (`x-amz-content-sha256`): 400
+ *   `XAmzContentSHA256Mismatch`, as S3 refuses it;
  * - injected faults ({@link ConditionalS3.fail}): an S3 error status (503 SlowDown, 500, 409
  *   ConditionalRequestConflict), a reset connection, or a request held until released, for the
  *   next N matching requests;
@@ -29,6 +31,7 @@
  * The ETags of keys written through it are remembered, so a conditional write costs the server no
  * HEAD.
  */
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -77,6 +80,7 @@ export interface ConditionalS3 {
 }
 
 const ERROR_CODES: Record<number, string> = {
+  400: 'XAmzContentSHA256Mismatch',
   404: 'NoSuchKey',
   409: 'ConditionalRequestConflict',
   412: 'PreconditionFailed',
@@ -174,6 +178,20 @@ class FrontRules {
     if (ifMatch && etag === null) return 404;
     if (ifMatch && unquote(ifMatch) !== etag) return 412;
     return null;
+  }
+
+  /**
+   * 400 when the body does not match the payload hash the client signed (`x-amz-content-sha256`
+   * as hex; `UNSIGNED-PAYLOAD` and streaming forms are not checked), as S3 refuses it; else null.
+   */
+  mismatch(headers: http.IncomingHttpHeaders, body: Buffer | undefined): number | null {
+    const claimed = headers['x-amz-content-sha256'];
+    if (typeof claimed !== 'string' || !/^[0-9a-f]{64}$/.test(claimed)) return null;
+    return createHash('sha256')
+      .update(body ?? Buffer.alloc(0))
+      .digest('hex') === claimed
+      ? null
+      : 400;
   }
 
   /** The ETag known for the key: a string, null (deleted), or undefined (ask the server). */
@@ -291,6 +309,14 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
   app.addHook('preHandler', async (request, reply) => {
     if (internal(request)) return;
     const { url, key } = where(request);
+    // fauxqs parses S3 bodies as Buffers (and only SQS/SNS content types otherwise: not checked).
+    const body = (request as Request & { body?: unknown }).body;
+    const parsed = body === undefined || body === null || Buffer.isBuffer(body);
+    const mismatch = parsed ? front.mismatch(request.headers, body ?? undefined) : null;
+    if (mismatch !== null) {
+      answer(reply, mismatch, key);
+      return reply;
+    }
     const ifNoneMatch = header(request.raw, 'if-none-match');
     const ifMatch = header(request.raw, 'if-match');
     if (request.method !== 'PUT' || !(ifNoneMatch || ifMatch) || url.searchParams.has('uploadId')) return;
@@ -464,6 +490,11 @@ async function startBeforeS3rver(buckets: string[]): Promise<ConditionalS3> {
         seen.status = answerError(res, rule.status ?? 503, key);
         return;
       }
+    }
+    const mismatch = front.mismatch(req.headers, body);
+    if (mismatch !== null) {
+      seen.status = answerError(res, mismatch, key);
+      return;
     }
     if (req.method === 'GET' && url.searchParams.get('list-type') === '2' && /^[^/]+\/?$/.test(key)) {
       try {

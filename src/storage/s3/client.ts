@@ -36,6 +36,23 @@ export interface S3ClientOptions {
   requestTimeoutMs?: number;
 }
 
+/** The sha256 (hex) of a request body the caller knows it of, by the body (a Buffer or a stream). */
+const payloadHashes = new WeakMap<object, string>();
+
+/**
+ * Says that the body of the command made from `input` has this sha256 (hex), as computed while the
+ * bytes were verified: the request carries it as `x-amz-content-sha256`, so the signer hashes
+ * nothing again (on a plain-HTTP endpoint the SDK hashes every body it signs), and S3 refuses a
+ * body that does not match it (`XAmzContentSHA256Mismatch`), a streamed one too. Keyed by the body
+ * object, which the SDK passes on as it is (it copies the input). Returns `input`.
+ */
+export function withPayloadHash<T extends { Body?: unknown }>(input: T, sha256: string): T {
+  if (typeof input.Body === 'object' && input.Body !== null && /^[0-9a-f]{64}$/.test(sha256)) {
+    payloadHashes.set(input.Body, sha256);
+  }
+  return input;
+}
+
 /** How the client was configured, for messages; holds no secret. */
 export interface S3AccessConfig {
   /**
@@ -199,6 +216,17 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
     responseChecksumValidation: checksums,
     ...(endpoint === null ? {} : { endpoint }),
   });
+  // The known hash of withPayloadHash as the payload's header, before the signer would hash the body.
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      const body = (args.input as { Body?: unknown }).Body;
+      const hash = typeof body === 'object' && body !== null ? payloadHashes.get(body) : undefined;
+      const request = args.request as { headers?: Record<string, string> };
+      if (hash !== undefined && request.headers) request.headers['x-amz-content-sha256'] = hash;
+      return next(args);
+    },
+    { step: 'build', name: 'kitchenBatchKnownPayloadHash' },
+  );
   return {
     client,
     config: {

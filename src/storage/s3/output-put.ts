@@ -10,10 +10,13 @@ import { readFile, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { type PutOptions, StorageError, type StoredObject } from '../types.js';
-import { isStoreUnavailable, statusOf } from './output-errors.js';
+import { withPayloadHash } from './client.js';
+import { isStoreUnavailable, nameOf, statusOf } from './output-errors.js';
 
 /** Bodies up to this size are sent from memory (the SDK can resend them on its retries). */
 const IN_MEMORY_BODY = 8 * 1024 * 1024;
+/** What S3 answers to a body that does not match its declared sha256 (or MD5). */
+const MISMATCH = new Set(['XAmzContentSHA256Mismatch', 'BadDigest']);
 /** Attempts of a put answered 409 ConditionalRequestConflict, the first included. */
 const CONFLICT_ATTEMPTS = 4;
 
@@ -64,18 +67,19 @@ export async function sendPut(
   for (let attempt = 1; ; attempt++) {
     const sent = body();
     try {
-      await target.client.send(
-        new PutObjectCommand({
-          Bucket: target.bucket,
-          Key: target.prefix + key,
-          Body: sent,
-          ContentLength: size,
-          ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
-          ...(options.sha256 === undefined ? {} : { Metadata: { sha256: options.sha256 } }),
-          ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
-          ...(ifMatch === undefined ? {} : { IfMatch: ifMatch }),
-        }),
-      );
+      const input = {
+        Bucket: target.bucket,
+        Key: target.prefix + key,
+        Body: sent,
+        ContentLength: size,
+        ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
+        ...(options.sha256 === undefined ? {} : { Metadata: { sha256: options.sha256 } }),
+        ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
+        ...(ifMatch === undefined ? {} : { IfMatch: ifMatch }),
+      };
+      // A verified download's sha256 is the payload's: S3 checks the bytes against it.
+      if (options.sha256 !== undefined) withPayloadHash(input, options.sha256);
+      await target.client.send(new PutObjectCommand(input));
       // PutObject answers no Last-Modified: the local clock stands in (head() gives the server's).
       return {
         key,
@@ -95,6 +99,14 @@ export async function sendPut(
         continue;
       }
       if (status === 412 && options.ifAbsent) return alreadyStored(target, key, body, size, options, error);
+      if (MISMATCH.has(nameOf(error))) {
+        throw new StorageError(
+          'body_mismatch',
+          key,
+          `writing ${target.describe(key)}: the store found its bytes differ from the sha256 they were verified with (${nameOf(error)}); the local copy changed since, nothing was stored`,
+          { cause: error },
+        );
+      }
       throw target.error(error, key, 'writing');
     }
   }

@@ -4,6 +4,7 @@
  * its rules are checked here against each real server it can stand before (s3rver for the tests,
  * fauxqs for the benchmark).
  */
+import { createHash } from 'node:crypto';
 import {
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -12,10 +13,11 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createS3Client } from '../../../src/storage/s3/client.js';
+import { createS3Client, withPayloadHash } from '../../../src/storage/s3/client.js';
 import { type ConditionalS3, startConditionalS3 } from '../../support/s3-conditional.js';
 
 let s3: ConditionalS3;
+const sha256 = (body: string) => createHash('sha256').update(body).digest('hex');
 let client: S3Client;
 
 const put = (Key: string, body: string, condition: { IfNoneMatch?: string; IfMatch?: string } = {}) =>
@@ -84,6 +86,21 @@ describe.each(['s3rver', 'fauxqs'] as const)('the conditional S3 front before %s
     expect(await text('plain')).toBe('y');
     await put('flaky', 'x');
     expect(s3.requests.filter((r) => r.key === 'out/flaky').map((r) => r.status)).toEqual([503, 200]);
+  });
+
+  it('refuses a body that does not match its signed payload hash, as S3 does (400 XAmzContentSHA256Mismatch)', async () => {
+    const claimed = (body: string, hashOf: string) =>
+      client.send(
+        new PutObjectCommand(
+          withPayloadHash({ Bucket: 'out', Key: 'claimed', Body: Buffer.from(body) }, sha256(hashOf)),
+        ),
+      );
+    const refused = await claimed('these bytes', 'other bytes').catch((e: unknown) => e);
+    expect(status(refused)).toBe(400);
+    expect((refused as Error).name).toBe('XAmzContentSHA256Mismatch');
+    expect(status(await text('claimed').catch((e: unknown) => e))).toBe(404);
+    await claimed('these bytes', 'these bytes');
+    expect(await text('claimed')).toBe('these bytes');
   });
 
   it('holds a request unanswered until released: then stored, or answered with an S3 error', async () => {

@@ -2,6 +2,7 @@
  * The write-once rules and the retries of the S3 output store, against the conditional front
  * (test/support/s3-conditional.ts: If-None-Match on PutObject as AWS documents it, injected faults).
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -53,27 +54,48 @@ async function rejection(promise: Promise<unknown>): Promise<StorageError> {
   return error as StorageError;
 }
 
+const sha256 = (body: string) => createHash('sha256').update(body).digest('hex');
+
 const statuses = (key: string) =>
   s3.requests.filter((r) => r.key === key).map((r) => `${r.method} ${r.status}`);
 
 describe('S3OutputStore write-once puts', () => {
   it("a staged download is put write-once; the item's earlier result (the journal's sha256) is replaced by If-Match, no other", async () => {
     const { store, access } = storeWith();
-    const commit = async (body: string, options: { sha256: string; replaces?: string }) => {
+    const commit = async (body: string, options: { replaces?: string } = {}) => {
       const staged = await store.stage('results/k1');
       await writeFile(staged.file, body);
-      return staged.commit('results/k1.jpg', options);
+      return staged.commit('results/k1.jpg', { sha256: sha256(body), ...options });
     };
-    await commit('the old job result', { sha256: 'a'.repeat(64) });
-    const stranger = await rejection(commit('someone else', { sha256: 'b'.repeat(64) }));
+    await commit('the old job result');
+    const stranger = await rejection(commit('someone else'));
     expect(stranger.code).toBe('object_exists');
-    await commit('the new job result', { sha256: 'c'.repeat(64), replaces: 'a'.repeat(64) });
+    await commit('the new job result', { replaces: sha256('the old job result') });
     await store.evict('results/k1.jpg');
     expect(await text(await store.get('results/k1.jpg'))).toBe('the new job result');
     const key = `${BUCKET}/run-${n}/results/k1.jpg`;
     const puts = s3.requests.filter((r) => r.key === key && r.method === 'PUT');
     expect(puts.map((r) => r.status)).toEqual([200, 412, 412, 200]);
     expect(puts.at(-1)?.headers['if-match']).toBeTruthy();
+    // The verified download's sha256 is the payload hash S3 checks the body against (not hashed again).
+    expect(puts.map((r) => r.headers['x-amz-content-sha256'])).toEqual(
+      ['the old job result', 'someone else', 'the new job result', 'the new job result'].map(sha256),
+    );
+    access.client.destroy();
+  });
+
+  it('a result is put with the sha256 it was verified with: bytes changed since (the cache file) are refused by the store, nothing stored', async () => {
+    const { store, access } = storeWith();
+    const staged = await store.stage('results/k9');
+    await writeFile(staged.file, 'changed on disk after the download was verified');
+    const error = await rejection(
+      staged.commit('results/k9.jpg', { sha256: sha256('the verified download') }),
+    );
+    expect(error.code).toBe('body_mismatch');
+    expect(error.message).toContain('XAmzContentSHA256Mismatch');
+    expect(error.message).toContain(`s3://${BUCKET}/run-${n}/results/k9.jpg`);
+    expect(await store.head('results/k9.jpg')).toBeNull();
+    expect(existsSync(staged.file)).toBe(false);
     access.client.destroy();
   });
 
