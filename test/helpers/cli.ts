@@ -210,25 +210,33 @@ export function isDeadOrZombie(pid: number): boolean {
 let built = false;
 
 /** The newest modification time of any file below `dir`. */
-function newestMtime(dir: string): number {
-  let newest = 0;
+/** The newest file under `dir`: its path and mtime. */
+function newestFile(dir: string): { file: string; mtimeMs: number } {
+  let newest = { file: dir, mtimeMs: 0 };
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const full = path.join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtime(full) : statSync(full).mtimeMs);
+    const found = entry.isDirectory() ? newestFile(full) : { file: full, mtimeMs: statSync(full).mtimeMs };
+    if (found.mtimeMs > newest.mtimeMs) newest = found;
   }
   return newest;
 }
 
-/** Whether `dist/` is missing or older than a file under `src/`. */
-function distStale(): boolean {
+/**
+ * Why `dist/` must be built: missing, or older than a file under `src/`; null when it is current.
+ * A rebuild while other test files run the CLI can hand them half-written modules, so the reason
+ * is printed (stderr) where the suite's output shows it.
+ */
+function distStale(): string | null {
   const cli = path.join(REPO_ROOT, 'dist', `${entry()}.js`);
   let builtAt: number;
   try {
     builtAt = statSync(cli).mtimeMs;
   } catch {
-    return true;
+    return `${cli} is missing`;
   }
-  return newestMtime(path.join(REPO_ROOT, 'src')) > builtAt;
+  const newest = newestFile(path.join(REPO_ROOT, 'src'));
+  if (newest.mtimeMs <= builtAt) return null;
+  return `${newest.file} (${new Date(newest.mtimeMs).toISOString()}) is newer than ${cli} (${new Date(builtAt).toISOString()})`;
 }
 
 /** Builds `dist/` once per test file when stale; a lock directory keeps parallel test files apart. */
@@ -246,7 +254,9 @@ function ensureBuilt(): void {
     }
   }
   try {
-    if (distStale()) {
+    const stale = distStale();
+    if (stale) {
+      process.stderr.write(`test/helpers/cli.ts (pid ${process.pid}): building dist/: ${stale}\n`);
       try {
         execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' });
       } catch (error) {
