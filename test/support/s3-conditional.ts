@@ -172,6 +172,17 @@ class FrontRules {
     };
   }
 
+  /** The conditions of a conditional PutObject (not a multipart part), or null for any other request. */
+  conditions(
+    req: http.IncomingMessage,
+    query: URLSearchParams,
+  ): { ifNoneMatch: string | undefined; ifMatch: string | undefined } | null {
+    const ifNoneMatch = header(req, 'if-none-match');
+    const ifMatch = header(req, 'if-match');
+    if (req.method !== 'PUT' || !(ifNoneMatch || ifMatch) || query.has('uploadId')) return null;
+    return { ifNoneMatch, ifMatch };
+  }
+
   /** The status a conditional PUT fails with against the stored `etag` (null: none stored), or null when it may go. */
   refuse(ifNoneMatch: string | undefined, ifMatch: string | undefined, etag: string | null): number | null {
     if (ifNoneMatch === '*' && etag !== null) return 412;
@@ -263,13 +274,8 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
     headers: http.IncomingHttpHeaders;
     raw: http.IncomingMessage;
   };
-  const seenOf = new WeakMap<Request, SeenRequest>();
-  const unlockOf = new WeakMap<Request, () => void>();
-  const internal = (request: Request) => request.headers[INTERNAL] !== undefined;
-  const where = (request: Request) => {
-    const url = new URL(request.url, 'http://front');
-    return { url, key: decodeURIComponent(url.pathname.slice(1)) };
-  };
+  /** Each outside request as onRequest saw it: its URL and key (parsed once), its record, its key's lock. */
+  const passing = new WeakMap<Request, { url: URL; key: string; seen: SeenRequest; unlock?: () => void }>();
   const answer = (
     reply: { code(n: number): unknown; header(k: string, v: string): unknown; send(b: string): unknown },
     status: number,
@@ -282,10 +288,10 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
   };
 
   app.addHook('onRequest', async (request, reply) => {
-    if (internal(request)) return;
-    const { key } = where(request);
-    const seen = front.see(request.method, key, request.headers);
-    seenOf.set(request, seen);
+    if (request.headers[INTERNAL] !== undefined) return;
+    const url = new URL(request.url, 'http://front');
+    const key = decodeURIComponent(url.pathname.slice(1));
+    passing.set(request, { url, key, seen: front.see(request.method, key, request.headers) });
     const rule = front.fault(request.method, key);
     if (!rule) return;
     if (rule.hold) {
@@ -307,8 +313,9 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
     return reply;
   });
   app.addHook('preHandler', async (request, reply) => {
-    if (internal(request)) return;
-    const { url, key } = where(request);
+    const place = passing.get(request);
+    if (!place) return;
+    const { url, key } = place;
     // fauxqs parses S3 bodies as Buffers (and only SQS/SNS content types otherwise: not checked).
     const body = (request as Request & { body?: unknown }).body;
     const parsed = body === undefined || body === null || Buffer.isBuffer(body);
@@ -317,24 +324,23 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
       answer(reply, mismatch, key);
       return reply;
     }
-    const ifNoneMatch = header(request.raw, 'if-none-match');
-    const ifMatch = header(request.raw, 'if-match');
-    if (request.method !== 'PUT' || !(ifNoneMatch || ifMatch) || url.searchParams.has('uploadId')) return;
-    const unlock = await front.lock(key);
-    unlockOf.set(request, unlock);
+    const conditions = front.conditions(request.raw, url.searchParams);
+    if (!conditions) return;
+    place.unlock = await front.lock(key);
     let etag = front.known(key);
     if (etag === undefined) {
       const head = await app.inject({ method: 'HEAD', url: url.pathname, headers: { [INTERNAL]: '1' } });
       etag = head.statusCode === 200 ? unquote(String(head.headers.etag ?? '')) : null;
     }
-    const refused = front.refuse(ifNoneMatch, ifMatch, etag);
+    const refused = front.refuse(conditions.ifNoneMatch, conditions.ifMatch, etag);
     if (refused === null) return;
     answer(reply, refused, key);
     return reply;
   });
   app.addHook('onSend', async (request, reply) => {
-    if (internal(request)) return;
-    const { url, key } = where(request);
+    const place = passing.get(request);
+    if (!place) return;
+    const { url, key } = place;
     const etag = reply.getHeader('etag');
     front.learn(request.method, url.searchParams, key, {
       status: reply.statusCode,
@@ -343,9 +349,10 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
     });
   });
   const settle = async (request: Request, status: number) => {
-    unlockOf.get(request)?.();
-    const seen = seenOf.get(request);
-    if (seen) seen.status = status;
+    const place = passing.get(request);
+    if (!place) return;
+    place.unlock?.();
+    place.seen.status = status;
   };
   app.addHook('onResponse', async (request, reply) => settle(request, reply.statusCode));
   app.addHook('onRequestAbort', async (request) => settle(request, 0));
@@ -504,16 +511,15 @@ async function startBeforeS3rver(buckets: string[]): Promise<ConditionalS3> {
       }
       return;
     }
-    const ifNoneMatch = header(req, 'if-none-match');
-    const ifMatch = header(req, 'if-match');
-    const conditional = req.method === 'PUT' && (ifNoneMatch || ifMatch) && !url.searchParams.has('uploadId');
+    const conditions = front.conditions(req, url.searchParams);
     try {
-      if (!conditional) {
+      if (!conditions) {
         seen.status = await forward(req, body, res, key);
         return;
       }
       const unlock = await front.lock(key);
       try {
+        const { ifNoneMatch, ifMatch } = conditions;
         const refused = front.refuse(ifNoneMatch, ifMatch, await etagOf(req.url ?? '/', key));
         seen.status = refused === null ? await forward(req, body, res, key) : answerError(res, refused, key);
       } finally {

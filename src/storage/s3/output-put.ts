@@ -99,11 +99,12 @@ export async function sendPut(
         continue;
       }
       if (status === 412 && options.ifAbsent) return alreadyStored(target, key, body, size, options, error);
-      if (MISMATCH.has(nameOf(error))) {
+      const name = nameOf(error);
+      if (MISMATCH.has(name)) {
         throw new StorageError(
           'body_mismatch',
           key,
-          `writing ${target.describe(key)}: the store found its bytes differ from the sha256 they were verified with (${nameOf(error)}); the local copy changed since, nothing was stored`,
+          `writing ${target.describe(key)}: the store found its bytes differ from the sha256 they were verified with (${name}); the local copy changed since, nothing was stored`,
           { cause: error },
         );
       }
