@@ -2,15 +2,25 @@
  * Runs the real CLI as a child process: spawn with an explicit environment, capture stdout and
  * stderr, kill by PID (SIGKILL, SIGINT, ...) and always clean up.
  *
- * By default the child runs the built `dist/`, as users run it: the helper runs `npm run build` once
- * per test file (under a cross-process lock) when `dist/` is missing or older than any file under
- * `src/`, so it always tests the current sources. A CLI started through tsx costs about 0.3 s more
+ * By default the child runs the built `dist/`, as users run it: the helper builds it once per test
+ * file (under a cross-process lock, aside, then swapped in) when `dist/` is missing or older
+ * than any file under `src/`, so it always tests the current sources. A CLI started through tsx costs about 0.3 s more
  * CPU (the whole suite: 798 s of CPU through tsx, 637 s from dist). Set `KITCHEN_TEST_CLI=tsx` to
  * run the TypeScript sources through tsx instead (`node --import tsx src/bin.ts`), with no build.
  * The entry is `bin` (the executable) when `src/bin.ts` exists, else `cli`.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -239,6 +249,38 @@ function distStale(): string | null {
   return `${newest.file} (${new Date(newest.mtimeMs).toISOString()}) is newer than ${cli} (${new Date(builtAt).toISOString()})`;
 }
 
+/**
+ * `npm run build`'s steps (tsc, then bin.js made executable) into a folder of its own under
+ * node_modules/, which then replaces `dist/` by two renames: a CLI that other test files start
+ * meanwhile reads the old build or the new one, never a module tsc is half-way through writing (CI
+ * once saw `SyntaxError: ... does not provide an export named 'ApiError'` from a build made in
+ * place mid-suite).
+ */
+function buildAside(): void {
+  const dist = path.join(REPO_ROOT, 'dist');
+  const fresh = path.join(REPO_ROOT, 'node_modules', `.kitchen-test-dist-${process.pid}`);
+  const old = path.join(REPO_ROOT, 'node_modules', `.kitchen-test-old-dist-${process.pid}`);
+  rmSync(fresh, { recursive: true, force: true });
+  try {
+    const tsc = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--outDir', fresh], {
+      cwd: REPO_ROOT,
+      stdio: 'pipe',
+    });
+  } catch (error) {
+    rmSync(fresh, { recursive: true, force: true });
+    // tsc prints its errors on stdout.
+    const { stdout, stderr } = error as { stdout?: Buffer; stderr?: Buffer };
+    throw new Error(
+      `the build (tsc -p tsconfig.build.json) failed, so the CLI cannot be tested:\n${stdout ?? ''}${stderr ?? ''}`,
+    );
+  }
+  chmodSync(path.join(fresh, 'bin.js'), 0o755);
+  if (existsSync(dist)) renameSync(dist, old);
+  renameSync(fresh, dist);
+  rmSync(old, { recursive: true, force: true });
+}
+
 /** Builds `dist/` once per test file when stale; a lock directory keeps parallel test files apart. */
 function ensureBuilt(): void {
   if (built) return;
@@ -257,13 +299,7 @@ function ensureBuilt(): void {
     const stale = distStale();
     if (stale) {
       process.stderr.write(`test/helpers/cli.ts (pid ${process.pid}): building dist/: ${stale}\n`);
-      try {
-        execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' });
-      } catch (error) {
-        // tsc prints its errors on stdout.
-        const { stdout, stderr } = error as { stdout?: Buffer; stderr?: Buffer };
-        throw new Error(`npm run build failed, so the CLI cannot be tested:\n${stdout ?? ''}${stderr ?? ''}`);
-      }
+      buildAside();
     }
     built = true;
   } finally {
