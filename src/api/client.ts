@@ -63,6 +63,18 @@ export interface DownloadedFile {
    * without an error (docs/faults.md D.20), and only such a body needs decoding to be trusted whole.
    */
   lengthChecked: boolean;
+  /**
+   * The bytes themselves, as they were hashed, when the caller asked to keep them
+   * ({@link DownloadOptions.keepBytes}) and there were no more than that: a remote output store then
+   * sends them without reading the file back. Null otherwise.
+   */
+  body: Buffer | null;
+}
+
+/** Options of {@link KitchenClient.downloadResult}. */
+export interface DownloadOptions extends CallOptions {
+  /** Keep the bytes in memory too (`body`) when the result is at most this many bytes. @default 0 */
+  keepBytes?: number;
 }
 
 /**
@@ -190,7 +202,11 @@ export class KitchenClient {
    * a total deadline and a byte cap; checks the status and the magic bytes, hashes while writing,
    * fsyncs. On any failure the file is removed and an ApiError is thrown.
    */
-  async downloadResult(url: string, destFile: string, options: CallOptions = {}): Promise<DownloadedFile> {
+  async downloadResult(
+    url: string,
+    destFile: string,
+    options: DownloadOptions = {},
+  ): Promise<DownloadedFile> {
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -209,6 +225,8 @@ export class KitchenClient {
     let status = 0;
     let errorBody = '';
     const max = this.#maxDownloadBytes;
+    const keep = options.keepBytes ?? 0;
+    let kept: Buffer[] | null = keep > 0 ? [] : null;
     const stream = this.#storage.stream(parsed, options.signal ? { signal: options.signal } : {});
     stream.once('response', (response: Response) => {
       status = response.statusCode;
@@ -231,6 +249,8 @@ export class KitchenClient {
         }
         if (head.length < 16) head = Buffer.concat([head, chunk.subarray(0, 16 - head.length)]);
         hash.update(chunk);
+        if (kept !== null && bytes <= keep) kept.push(chunk);
+        else kept = null;
         done(null, chunk);
       },
     });
@@ -275,7 +295,14 @@ export class KitchenClient {
         status,
       );
     }
-    return { bytes, sha256: hash.digest('hex'), format, contentType, lengthChecked: declared === bytes };
+    return {
+      bytes,
+      sha256: hash.digest('hex'),
+      format,
+      contentType,
+      lengthChecked: declared === bytes,
+      body: kept === null ? null : Buffer.concat(kept, bytes),
+    };
   }
 
   /** Closes the connection pools. */

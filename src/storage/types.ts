@@ -170,9 +170,11 @@ export interface StagedFile {
   readonly file: string;
   /**
    * Moves the file's bytes under `key` (atomic, durable unless `durable: false`) and returns what
-   * was stored. The staged file is gone afterwards, whether or not this succeeds.
+   * was stored. The staged file is gone afterwards, whether or not this succeeds. `bytes`: the
+   * file's content when the caller holds it already (a download that kept its verified bytes); a
+   * bucket sends them instead of reading the file back, a folder ignores them.
    */
-  commit(key: string, options?: PutOptions): Promise<StoredObject>;
+  commit(key: string, options?: PutOptions, bytes?: Buffer): Promise<StoredObject>;
   /** Removes the staged file; nothing is stored. Safe to call after a commit or twice. */
   discard(): Promise<void>;
 }

@@ -61,6 +61,16 @@ describe('KitchenClient: happy path', () => {
     expect([meta.format, meta.width, meta.height]).toEqual(['jpeg', 320, 240]);
     // The same bytes the storage serves to anyone.
     expect(sha256(Buffer.from(await (await fetch(url)).arrayBuffer()))).toBe(file.sha256);
+    expect(file.body).toBeNull();
+
+    // Kept in memory too when asked and no larger than asked (a bucket puts them from there).
+    const kept = await c.downloadResult(url, `${dest}.kept`, { keepBytes: written.length });
+    expect(kept.body?.equals(written)).toBe(true);
+    expect(kept.sha256).toBe(file.sha256);
+    expect((await readFile(`${dest}.kept`)).equals(written)).toBe(true);
+    const over = await c.downloadResult(url, `${dest}.over`, { keepBytes: written.length - 1 });
+    expect(over.body).toBeNull();
+    expect((await readFile(`${dest}.over`)).equals(written)).toBe(true);
   });
 
   it('creates a kitchen-configurator job from a PNG with a configuration object', async () => {

@@ -99,6 +99,36 @@ describe('S3OutputStore write-once puts', () => {
     access.client.destroy();
   });
 
+  it('a download that kept its verified bytes is put from them, write-once and hash-checked; the file becomes the cached copy', async () => {
+    const { store, access } = storeWith();
+    const body = Buffer.from('the verified download, kept in memory');
+    const staged = await store.stage('results/k8');
+    await writeFile(staged.file, body);
+    const stored = await staged.commit('results/k8.jpg', { sha256: sha256(body.toString()) }, body);
+    expect(stored).toMatchObject({
+      key: 'results/k8.jpg',
+      size: body.length,
+      sha256: sha256(body.toString()),
+    });
+    const put = s3.requests.filter(
+      (r) => r.key === `${BUCKET}/run-${n}/results/k8.jpg` && r.method === 'PUT',
+    );
+    expect(put.map((r) => [r.status, r.headers['if-none-match'], r.headers['x-amz-content-sha256']])).toEqual(
+      [[200, '*', sha256(body.toString())]],
+    );
+    expect(existsSync(staged.file)).toBe(false);
+    // The cached copy is served without a GET.
+    const before = s3.requests.length;
+    expect(await text(await store.get('results/k8.jpg'))).toBe(body.toString());
+    expect(s3.requests.length).toBe(before);
+    // Bytes other than the verified ones are refused as from the file.
+    const other = await store.stage('results/k7');
+    await writeFile(other.file, 'x');
+    const error = await rejection(other.commit('results/k7.jpg', { sha256: sha256('y') }, Buffer.from('x')));
+    expect(error.code).toBe('body_mismatch');
+    access.client.destroy();
+  });
+
   it('a second ifAbsent put with the same sha256 finds its own bytes and counts as stored', async () => {
     const { store } = storeWith();
     await store.put('results/k1.jpg', 'JPEG-1', { ifAbsent: true, sha256: 'aa11' });
