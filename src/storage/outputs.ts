@@ -48,6 +48,9 @@ export async function openOutputStore(
   return {
     output: new S3OutputStore({ access, bucket, prefix, cacheDir }),
     cacheDir,
-    close: () => access.client.destroy(),
+    close: () => {
+      access.direct.destroy();
+      access.client.destroy();
+    },
   };
 }

@@ -18,6 +18,10 @@
  *   key are ordered as on S3 (one wins, the other gets 412);
  * - a body that does not match its signed payload hash (`x-amz-content-sha256`): 400
  *   `XAmzContentSHA256Mismatch`, as S3 refuses it;
+ * - a header-signed request (`AWS4-HMAC-SHA256`) of the test key id ({@link SIGNING_KEYS}) whose
+ *   signature is not the one its method, path, query, signed headers and payload hash give, or
+ *   whose scope is not `<date>/us-east-1/s3/aws4_request`: 403 `SignatureDoesNotMatch`, as S3
+ *   refuses it (neither server checks SigV4: s3rver 3.7 says it is "unimplemented");
  * - injected faults ({@link ConditionalS3.fail}): an S3 error status (503 SlowDown, 500, 409
  *   ConditionalRequestConflict), a reset connection, or a request held until released, for the
  *   next N matching requests;
@@ -31,7 +35,7 @@
  * The ETags of keys written through it are remembered, so a conditional write costs the server no
  * HEAD.
  */
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -46,6 +50,71 @@ export interface SeenRequest {
   /** The status answered (0 for a reset connection). */
   status: number;
   headers: Record<string, string>;
+}
+
+/** The secret of each test key id whose signatures the front checks (`S3RVER` is every test's). */
+const SIGNING_KEYS: Readonly<Record<string, string>> = { S3RVER: 'S3RVER' };
+
+/** RFC 3986 percent-encoding, as SigV4 encodes query names and values. */
+function strictEncode(text: string): string {
+  return encodeURIComponent(text).replace(
+    /[!'()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+}
+
+/**
+ * Whether a header-signed request's SigV4 signature is right, computed here from the request as it
+ * arrived (AWS's "Create a canonical request", independent of the SDK's signer); undefined when it
+ * is not one the front checks (unsigned, query-signed, or another key id).
+ */
+export function signatureHolds(method: string, rawUrl: string, headers: http.IncomingHttpHeaders) {
+  const auth = headers.authorization;
+  const parts =
+    typeof auth === 'string'
+      ? /^AWS4-HMAC-SHA256 Credential=([^,]+), ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$/.exec(auth)
+      : null;
+  if (!parts) return undefined;
+  const [keyId, date, region, service, terminator] = parts[1]!.split('/');
+  const secret = SIGNING_KEYS[keyId ?? ''];
+  if (secret === undefined) return undefined;
+  const amzDate = headers['x-amz-date'];
+  const payload = headers['x-amz-content-sha256'];
+  if (region !== 'us-east-1' || service !== 's3' || terminator !== 'aws4_request') return false;
+  if (typeof amzDate !== 'string' || !amzDate.startsWith(date ?? '-') || typeof payload !== 'string')
+    return false;
+  const at = rawUrl.indexOf('?');
+  const path = at < 0 ? rawUrl : rawUrl.slice(0, at);
+  const query = (at < 0 ? '' : rawUrl.slice(at + 1))
+    .split('&')
+    .filter((pair) => pair !== '')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      const name = decodeURIComponent(eq < 0 ? pair : pair.slice(0, eq));
+      const value = eq < 0 ? '' : decodeURIComponent(pair.slice(eq + 1));
+      return `${strictEncode(name)}=${strictEncode(value)}`;
+    })
+    .sort()
+    .join('&');
+  const signed = parts[2]!.split(';');
+  const canonicalHeaders = signed
+    .map((name) => {
+      const value = headers[name];
+      return `${name}:${(Array.isArray(value) ? value.join(',') : (value ?? '')).trim().replace(/\s+/g, ' ')}\n`;
+    })
+    .join('');
+  const canonical = [method, path, query, canonicalHeaders, parts[2], payload].join('\n');
+  const scope = `${date}/${region}/${service}/aws4_request`;
+  const toSign = [
+    'AWS4-HMAC-SHA256',
+    amzDate,
+    scope,
+    createHash('sha256').update(canonical).digest('hex'),
+  ].join('\n');
+  let key: Buffer = Buffer.from(`AWS4${secret}`);
+  for (const part of [date!, region, service, 'aws4_request'])
+    key = createHmac('sha256', key).update(part).digest();
+  return createHmac('sha256', key).update(toSign).digest('hex') === parts[3];
 }
 
 /** A fault to inject: the next `times` requests matching `method` and `keyPrefix` fail so. */
@@ -81,6 +150,7 @@ export interface ConditionalS3 {
 
 const ERROR_CODES: Record<number, string> = {
   400: 'XAmzContentSHA256Mismatch',
+  403: 'SignatureDoesNotMatch',
   404: 'NoSuchKey',
   409: 'ConditionalRequestConflict',
   412: 'PreconditionFailed',
@@ -205,6 +275,11 @@ class FrontRules {
       : 400;
   }
 
+  /** 403 when a request the front can check is not signed right ({@link signatureHolds}), else null. */
+  badSignature(method: string, rawUrl: string, headers: http.IncomingHttpHeaders): number | null {
+    return signatureHolds(method, rawUrl, headers) === false ? 403 : null;
+  }
+
   /** The ETag known for the key: a string, null (deleted), or undefined (ask the server). */
   known(key: string): string | null | undefined {
     return this.#known.get(key);
@@ -319,7 +394,9 @@ async function startInFauxqs(buckets: string[]): Promise<ConditionalS3> {
     // fauxqs parses S3 bodies as Buffers (and only SQS/SNS content types otherwise: not checked).
     const body = (request as Request & { body?: unknown }).body;
     const parsed = body === undefined || body === null || Buffer.isBuffer(body);
-    const mismatch = parsed ? front.mismatch(request.headers, body ?? undefined) : null;
+    const mismatch =
+      front.badSignature(request.method, request.url, request.headers) ??
+      (parsed ? front.mismatch(request.headers, body ?? undefined) : null);
     if (mismatch !== null) {
       answer(reply, mismatch, key);
       return reply;
@@ -498,7 +575,8 @@ async function startBeforeS3rver(buckets: string[]): Promise<ConditionalS3> {
         return;
       }
     }
-    const mismatch = front.mismatch(req.headers, body);
+    const mismatch =
+      front.badSignature(req.method ?? '', req.url ?? '/', req.headers) ?? front.mismatch(req.headers, body);
     if (mismatch !== null) {
       seen.status = answerError(res, mismatch, key);
       return;

@@ -8,6 +8,7 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { loadConfig, NODE_REGION_CONFIG_FILE_OPTIONS, NODE_REGION_CONFIG_OPTIONS } from '@smithy/core/config';
 import { UsageError } from '../../errors.js';
+import { DirectPut } from './direct-put.js';
 
 /** The environment variables this module reads (a subset of `process.env`). */
 export type S3Env = Readonly<Record<string, string | undefined>>;
@@ -76,6 +77,8 @@ export interface S3AccessConfig {
 export interface S3Access {
   client: S3Client;
   config: S3AccessConfig;
+  /** In-memory PutObjects without the SDK's middleware, on routes the client's own puts took. */
+  direct: DirectPut;
 }
 
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
@@ -229,6 +232,7 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
   );
   return {
     client,
+    direct: new DirectPut(client, { timeoutMs: requestTimeoutMs }),
     config: {
       region: region ?? defaultRegion,
       regionSource: region === undefined ? 'shared config, else default' : regionSource,

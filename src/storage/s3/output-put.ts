@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { type PutOptions, StorageError, type StoredObject } from '../types.js';
 import { withPayloadHash } from './client.js';
+import type { DirectPut } from './direct-put.js';
 import { isStoreUnavailable, nameOf, statusOf } from './output-errors.js';
 
 /** Bodies up to this size are sent from memory (the SDK can resend them on its retries). */
@@ -27,6 +28,8 @@ export interface PutTarget {
   prefix: string;
   /** The client's attempts per call (`S3AccessConfig.maxAttempts`), for streamed bodies the SDK does not retry. */
   maxAttempts: number;
+  /** The client's direct puts (in-memory bodies without the SDK's middleware), if any. */
+  direct?: DirectPut;
   head(key: string): Promise<StoredObject | null>;
   describe(key: string): string;
   /** The StorageError for an SDK failure while `doing` (e.g. `writing`) the key. */
@@ -49,10 +52,12 @@ export async function sendFile(
 }
 
 /**
- * One PutObject with the write-once rules; `body` makes a fresh body for each retry. The SDK does
- * not retry a request whose body is a stream ("non-retryable streaming request"), so a streamed put
- * that fails as unavailable (5xx, SlowDown, reset) is retried here, up to the client's
- * `maxAttempts` in all, with a new stream of the file each time.
+ * One PutObject with the write-once rules; `body` makes a fresh body for each retry. An in-memory
+ * body goes direct first (direct-put.ts) when the client knows the bucket's route; anything but a
+ * plain answer there is sent again through the SDK, below. The SDK does not retry a request whose
+ * body is a stream ("non-retryable streaming request"), so a streamed put that fails as unavailable
+ * (5xx, SlowDown, reset) is retried here, up to the client's `maxAttempts` in all, with a new
+ * stream of the file each time.
  */
 export async function sendPut(
   target: PutTarget,
@@ -61,6 +66,51 @@ export async function sendPut(
   size: number,
   options: PutOptions,
   ifMatch?: string,
+): Promise<StoredObject> {
+  const stored = (): StoredObject => ({
+    key,
+    size,
+    // PutObject answers no Last-Modified: the local clock stands in (head() gives the server's).
+    mtimeMs: Date.now(),
+    ...(options.sha256 === undefined ? {} : { sha256: options.sha256 }),
+  });
+  const direct = target.direct;
+  if (direct?.knows(target.bucket)) {
+    const bytes = body();
+    if (Buffer.isBuffer(bytes)) {
+      const answer = await direct.put({
+        bucket: target.bucket,
+        key: target.prefix + key,
+        body: bytes,
+        ...(options.sha256 === undefined
+          ? {}
+          : { sha256: options.sha256, metadata: { sha256: options.sha256 } }),
+        ...(options.contentType === undefined ? {} : { contentType: options.contentType }),
+        ...(options.ifAbsent ? { ifNoneMatch: '*' as const } : {}),
+        ...(ifMatch === undefined ? {} : { ifMatch }),
+      });
+      if (answer.kind === 'stored') return stored();
+      if (answer.kind === 'exists') {
+        const cause = Object.assign(new Error(`PutObject ${key}: HTTP 412`), {
+          name: 'PreconditionFailed',
+          $metadata: { httpStatusCode: 412 },
+        });
+        return alreadyStored(target, key, body, size, options, cause);
+      }
+    }
+  }
+  return sendThroughSdk(target, key, body, options, size, ifMatch, stored);
+}
+
+/** {@link sendPut} through the SDK's PutObjectCommand, with its retries and ours. */
+async function sendThroughSdk(
+  target: PutTarget,
+  key: string,
+  body: () => Buffer | Readable,
+  options: PutOptions,
+  size: number,
+  ifMatch: string | undefined,
+  stored: () => StoredObject,
 ): Promise<StoredObject> {
   let conflicts = 0;
   let streamed = 0;
@@ -80,13 +130,7 @@ export async function sendPut(
       // A verified download's sha256 is the payload's: S3 checks the bytes against it.
       if (options.sha256 !== undefined) withPayloadHash(input, options.sha256);
       await target.client.send(new PutObjectCommand(input));
-      // PutObject answers no Last-Modified: the local clock stands in (head() gives the server's).
-      return {
-        key,
-        size,
-        mtimeMs: Date.now(),
-        ...(options.sha256 === undefined ? {} : { sha256: options.sha256 }),
-      };
+      return stored();
     } catch (error) {
       if (!Buffer.isBuffer(sent)) sent.destroy();
       const status = statusOf(error);
