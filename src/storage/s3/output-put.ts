@@ -97,6 +97,9 @@ export async function sendPut(
         });
         return alreadyStored(target, key, body, size, options, cause);
       }
+    } else {
+      // A file too large for memory streams through the SDK; this stream was not sent.
+      bytes.destroy();
     }
   }
   return sendThroughSdk(target, key, body, options, size, ifMatch, stored);

@@ -149,6 +149,24 @@ describe.each(['s3rver', 'fauxqs'] as const)('direct puts before %s', (backend) 
     expect(await text(await store.get('results/k1.jpg'))).toBe('mine');
   });
 
+  it('a file too large for memory is streamed through the SDK, also once the route is known', async () => {
+    const { store, access, seen } = storeWith();
+    await store.probe();
+    const big = Buffer.alloc(9 * 1024 * 1024, 7);
+    const staged = await store.stage('results/big');
+    await writeFile(staged.file, big);
+    await staged.commit('results/big.jpg', { sha256: sha256(big) });
+    expect(access.direct.knows(BUCKET)).toBe(true);
+    expect(seen('results/big.jpg').map((r) => `${r.status} ${bySdk(r) ? 'sdk' : 'direct'}`)).toEqual([
+      '200 sdk',
+    ]);
+    await store.evict('results/big.jpg');
+    const stream = await store.get('results/big.jpg');
+    const back: Buffer[] = [];
+    for await (const chunk of stream) back.push(chunk as Buffer);
+    expect(sha256(Buffer.concat(back))).toBe(sha256(big));
+  });
+
   it('a bucket whose direct puts are refused three times is left to the SDK', async () => {
     const { store, access, seen } = storeWith();
     await store.probe();
