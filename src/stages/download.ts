@@ -18,7 +18,7 @@ import { askJob } from './poll.js';
 /**
  * A result up to this size is kept in memory while it downloads for a bucket, and put from there
  * (reading 10^4 cached files back cost the event loop about 1.1 s, measured); a larger one is read
- * back from its cache file. Bounded by the job slots: 64 downloads hold at most 64 MiB.
+ * back from its cache file. One per job slot at most (64 MiB at `--concurrency 64`).
  */
 const KEEP_FOR_BUCKET = 1024 * 1024;
 
