@@ -37,20 +37,17 @@ export async function openOutputStore(
   options: { cacheDir?: string | null; env: S3Env },
 ): Promise<OpenedOutput> {
   if (!isS3Ref(out)) return { output: new LocalOutputStore(out), cacheDir: null, close: () => {} };
-  const [{ parseOutputUrl }, { createS3Client }, { S3OutputStore }] = await Promise.all([
+  const [{ parseOutputUrl }, { closeS3Access, createS3Client }, { S3OutputStore }] = await Promise.all([
     import('./s3/output-url.js'),
     import('./s3/client.js'),
     import('./s3/output-store.js'),
   ]);
   const { bucket, prefix } = parseOutputUrl(out);
   const cacheDir = options.cacheDir ?? defaultCacheDir(out, options.env);
-  const access = createS3Client(options.env);
+  const access = createS3Client(options.env, { directPuts: true });
   return {
     output: new S3OutputStore({ access, bucket, prefix, cacheDir }),
     cacheDir,
-    close: () => {
-      access.direct.destroy();
-      access.client.destroy();
-    },
+    close: () => closeS3Access(access),
   };
 }

@@ -16,7 +16,7 @@ import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { StateError } from '../../errors.js';
 import { defaultCacheDir } from '../../storage/outputs.js';
-import { createS3Client, type S3Env } from '../../storage/s3/client.js';
+import { closeS3Access, createS3Client, type S3Env } from '../../storage/s3/client.js';
 import { S3OutputStore } from '../../storage/s3/output-store.js';
 import { parseOutputUrl } from '../../storage/s3/output-url.js';
 import { formatS3Ref } from '../../storage/s3/ref.js';
@@ -45,13 +45,13 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
       },
     );
   });
-  const access = createS3Client(options.env);
+  const access = createS3Client(options.env, { directPuts: true });
   const output = new S3OutputStore({ access, bucket, prefix, cacheDir });
   try {
     // Nothing is submitted before the run has shown it can store what it pays for.
     await output.probe();
   } catch (error) {
-    access.client.destroy();
+    closeS3Access(access);
     if (error instanceof StorageError)
       throw new StateError('output_refused', error.message, { cause: error });
     throw error;
@@ -59,7 +59,7 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
   const run = { access, bucket, prefix };
   let lost: ((error: StateError) => void) | undefined;
   const state = await openState(run, cacheDir, (error) => lost?.(error)).catch((error: unknown) => {
-    access.client.destroy();
+    closeS3Access(access);
     throw error;
   });
   const logFile = path.join(cacheDir, 'run.log');
@@ -73,7 +73,7 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
     });
   } catch (error) {
     await state.close();
-    access.client.destroy();
+    closeS3Access(access);
     throw error;
   }
   const warn = (message: string, fields: Record<string, unknown>) => {
@@ -130,14 +130,14 @@ export async function openRemoteRunFolder(url: string, options: RemoteFolderOpti
               contentType: 'application/x-ndjson',
             })
             .catch(() => {});
-          access.client.destroy();
+          closeS3Access(access);
         }
       },
     };
   } catch (error) {
     logger.flush?.();
     await state.close();
-    access.client.destroy();
+    closeS3Access(access);
     throw error;
   }
 }
@@ -214,13 +214,13 @@ export async function readRemoteFold(
   const { bucket, prefix } = parseOutputUrl(url);
   const cacheDir = options.cacheDir ?? defaultCacheDir(url, options.env);
   await mkdir(cacheDir, { recursive: true });
-  const access = createS3Client(options.env);
+  const access = createS3Client(options.env, { directPuts: true });
   const file = path.join(cacheDir, `journal.read-${process.pid}.jsonl`);
   try {
     await loadRemoteJournal({ access, bucket, prefix }, file);
     return (await loadJournal(file, { repair: false })).fold;
   } finally {
-    access.client.destroy();
+    closeS3Access(access);
     await rm(file, { force: true });
   }
 }

@@ -35,6 +35,12 @@ export interface S3ClientOptions {
    * @default 60000
    */
   requestTimeoutMs?: number;
+  /**
+   * Send the output store's in-memory puts direct (direct-put.ts) once the SDK has shown the route:
+   * an output's client only; a source's never puts.
+   * @default false
+   */
+  directPuts?: boolean;
 }
 
 /** The sha256 (hex) of a request body the caller knows it of, by the body (a Buffer or a stream). */
@@ -77,8 +83,8 @@ export interface S3AccessConfig {
 export interface S3Access {
   client: S3Client;
   config: S3AccessConfig;
-  /** In-memory PutObjects without the SDK's middleware, on routes the client's own puts took. */
-  direct: DirectPut;
+  /** In-memory PutObjects without the SDK's middleware, on routes the client's own puts took (`directPuts`). */
+  direct?: DirectPut;
 }
 
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
@@ -232,7 +238,7 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
   );
   return {
     client,
-    direct: new DirectPut(client, { timeoutMs: requestTimeoutMs }),
+    ...(options.directPuts ? { direct: new DirectPut(client, { timeoutMs: requestTimeoutMs }) } : {}),
     config: {
       region: region ?? defaultRegion,
       regionSource: region === undefined ? 'shared config, else default' : regionSource,
@@ -244,6 +250,12 @@ export function createS3Client(env: S3Env = process.env, options: S3ClientOption
       credentialSource: credentialSourceFrom(env),
     },
   };
+}
+
+/** Closes the client and its direct puts' connections. */
+export function closeS3Access(access: S3Access): void {
+  access.direct?.destroy();
+  access.client.destroy();
 }
 
 // The SDK tags resolved credentials with the provider that made them (`$source`, feature ids).

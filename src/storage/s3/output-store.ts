@@ -307,7 +307,7 @@ export class S3OutputStore implements OutputStore {
       bucket: this.bucket,
       prefix: this.prefix,
       maxAttempts: this.#access.config.maxAttempts,
-      direct: this.#access.direct,
+      ...(this.#access.direct ? { direct: this.#access.direct } : {}),
       head: (key) => this.head(key),
       describe: (key) => this.describe(key),
       error: (error, key, doing) => this.#error(error, key, doing),
